@@ -1,0 +1,712 @@
+"""Loop detection configuration: the validated model, presets, and OpenClaw config loading.
+
+OpenClaw keeps loop detection under ``tools.loopDetection`` with per-agent overrides
+(``agents.list[].tools.loopDetection`` or ``agents.entries.<id>.tools.loopDetection``).
+Validation follows the V1/V2 zod schema (spec §a.2); a merged global+agent config that breaks
+the threshold order is repaired at run time as in V1 (spec §a.3), with a logged warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import json5
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+from typing_extensions import Self
+
+__all__ = [
+    "PRESETS",
+    "ConfigError",
+    "DetectorsConfig",
+    "LoopDetectionConfig",
+    "PostCompactionGuardConfig",
+    "config_from_mapping",
+    "load_config",
+]
+
+logger = logging.getLogger("loopwarden")
+
+PresetName = Literal["openclaw", "early"]
+
+# Defaults for threshold keys the user did not set. "openclaw" is exactly spec §a.5; "early" is
+# loopwarden's stricter detection, to be tuned by the accuracy work (keep every number here).
+PRESETS: Final[dict[str, dict[str, int]]] = {
+    "openclaw": {
+        "history_size": 30,
+        "warning_threshold": 10,
+        "critical_threshold": 20,
+        "unknown_tool_threshold": 10,
+        "global_circuit_breaker_threshold": 30,
+        "error_repeat_threshold": 10,
+    },
+    "early": {
+        "history_size": 30,
+        "warning_threshold": 5,
+        "critical_threshold": 10,
+        "unknown_tool_threshold": 5,
+        "global_circuit_breaker_threshold": 20,
+        "error_repeat_threshold": 5,
+    },
+}
+
+_WARNING_ORDER_MESSAGE: Final = (
+    "tools.loopDetection.warningThreshold must be lower than criticalThreshold."
+)
+_CRITICAL_ORDER_MESSAGE: Final = (
+    "tools.loopDetection.criticalThreshold must be lower than globalCircuitBreakerThreshold."
+)
+
+# Validation phases: a lone block is checked but its repairs are not logged (the merged
+# result logs them once); a merged config skips the per-object order rule (spec §a.2: no check
+# across scopes) and is repaired instead.
+_PHASE_BLOCK: Final = "block"
+_PHASE_MERGED: Final = "merged"
+# (phase, source label) of the validation in progress. A ContextVar rather than pydantic's
+# validation context, because pydantic routes validation through the custom ``__init__``
+# below, which does not forward that context.
+_VALIDATION_PHASE: ContextVar[tuple[str | None, str | None]] = ContextVar(
+    "loopwarden_config_phase", default=(None, None)
+)
+
+# Keys of PydanticCustomError.context that carry a precise key path and value out of
+# model-level validators, whose errors pydantic would otherwise locate at the object itself.
+_CTX_PATH: Final = "lw_path"
+_CTX_VALUE: Final = "lw_value"
+
+
+# (key path, reason, bad value) of one validation problem.
+Issue = tuple[str, str, object]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Final = _Unset()
+
+
+class ConfigError(ValueError):
+    """An invalid loop detection config, naming the file, the key path and the bad value."""
+
+    file: str | None
+    path: str
+    value: object
+    reason: str
+    line: int | None
+    column: int | None
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        file: str | None = None,
+        path: str = "",
+        value: object = _UNSET,
+        line: int | None = None,
+        column: int | None = None,
+        others: Sequence[Issue] = (),
+    ) -> None:
+        self.reason = reason
+        self.file = file
+        self.path = path
+        self._has_value = value is not _UNSET
+        self.value = None if value is _UNSET else value
+        self.line = line
+        self.column = column
+        self.others = tuple(others)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [p for p in (self.file, self._position(), self.path) if p]
+        text = _with_value(self.reason, self.value, self._has_value)
+        head = ": ".join([*parts, text])
+        also = (f"  also: {_join_path_text(p, _with_value(r, v, True))}" for p, r, v in self.others)
+        return "\n".join([head, *also])
+
+    def _position(self) -> str:
+        if self.line is None:
+            return ""
+        return f"line {self.line}" + (f", column {self.column}" if self.column else "")
+
+    def relocated(self, *, file: str | None, prefix: str) -> ConfigError:
+        """The same error seen from a larger document: under ``prefix`` and inside ``file``."""
+        return ConfigError(
+            self.reason,
+            file=file if file is not None else self.file,
+            path=_join_path(prefix, self.path),
+            value=self.value if self._has_value else _UNSET,
+            line=self.line,
+            column=self.column,
+            others=[(_join_path(prefix, p), r, v) for p, r, v in self.others],
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only arguments would otherwise be lost when pickling across processes.
+        value = self.value if self._has_value else _UNSET
+        return (
+            _rebuild_config_error,
+            (
+                self.reason,
+                self.file,
+                self.path,
+                self._has_value,
+                value,
+                self.line,
+                self.column,
+                self.others,
+            ),
+        )
+
+
+def _rebuild_config_error(
+    reason: str,
+    file: str | None,
+    path: str,
+    has_value: bool,
+    value: object,
+    line: int | None,
+    column: int | None,
+    others: Sequence[Issue],
+) -> ConfigError:
+    return ConfigError(
+        reason,
+        file=file,
+        path=path,
+        value=value if has_value else _UNSET,
+        line=line,
+        column=column,
+        others=others,
+    )
+
+
+def _with_value(reason: str, value: object, has_value: bool) -> str:
+    return f"{reason} (got {_describe(value)})" if has_value else reason
+
+
+def _describe(value: object) -> str:
+    """A short, JSON-flavoured rendering of a config value for error messages."""
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        text = json.dumps(value)
+    elif isinstance(value, Mapping):
+        text = "an object"
+    elif isinstance(value, (list, tuple)):
+        text = "a list"
+    else:
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _join_path(prefix: str, path: str) -> str:
+    if not prefix:
+        return path
+    if not path:
+        return prefix
+    return prefix + path if path.startswith("[") else f"{prefix}.{path}"
+
+
+def _join_path_text(path: str, text: str) -> str:
+    return f"{path}: {text}" if path else text
+
+
+def _key_segment(key: str) -> str:
+    """``.key``, or ``["key"]`` when the key would not read as one path segment."""
+    return f".{key}" if re.fullmatch(r"[A-Za-z_][\w-]*", key) else f"[{json.dumps(key)}]"
+
+
+# --- field-level checks -------------------------------------------------------------------
+
+
+def _positive_int(value: object) -> int:
+    if isinstance(value, bool):
+        raise PydanticCustomError("positive_int", "must be a positive integer")
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)  # JSON5 numbers such as 10.0
+    if not isinstance(value, int) or value <= 0:
+        raise PydanticCustomError("positive_int", "must be a positive integer")
+    return value
+
+
+def _strict_bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise PydanticCustomError("bool", "must be true or false")
+    return value
+
+
+def _optional_bool(value: object) -> bool | None:
+    return None if value is None else _strict_bool(value)
+
+
+def _object_or_model(value: object) -> object:
+    if isinstance(value, (Mapping, BaseModel)):
+        return value
+    raise PydanticCustomError("object", "must be an object")
+
+
+def _canonical_keys(model: type[BaseModel], data: Mapping[Any, Any]) -> dict[Any, Any]:
+    """Rename snake_case keys to their camelCase alias, refusing a key given both ways."""
+    aliases = {name: f.alias or name for name, f in model.model_fields.items()}
+    out: dict[Any, Any] = {}
+    for key, value in data.items():
+        alias = aliases.get(key, key) if isinstance(key, str) else key
+        if alias in out:
+            raise PydanticCustomError(
+                "duplicate_key",
+                "given twice (as {alias} and as its snake_case name)",
+                {"alias": alias, _CTX_PATH: alias, _CTX_VALUE: value},
+            )
+        out[alias] = value
+    return out
+
+
+class _ConfigModel(BaseModel):
+    """Base for the config models: every validation failure surfaces as :class:`ConfigError`."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+    )
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _config_error(exc, type(self)) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _config_error(exc, cls) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise _config_error(exc, cls) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_shape(cls, data: Any) -> Any:
+        if isinstance(data, BaseModel):
+            return data
+        if not isinstance(data, Mapping):
+            raise PydanticCustomError("object", "must be an object")
+        return _canonical_keys(cls, data)
+
+
+class DetectorsConfig(_ConfigModel):
+    """Per-detector switches (``tools.loopDetection.detectors``)."""
+
+    generic_repeat: bool = True
+    known_poll_no_progress: bool = True
+    ping_pong: bool = True
+    argument_churn: bool = True
+    # loopwarden extension; None lets the preset decide (on for "early").
+    error_repeat: bool | None = None
+
+    _bools = field_validator(
+        "generic_repeat", "known_poll_no_progress", "ping_pong", "argument_churn", mode="before"
+    )(_strict_bool)
+    _optional = field_validator("error_repeat", mode="before")(_optional_bool)
+
+
+class PostCompactionGuardConfig(_ConfigModel):
+    """``tools.loopDetection.postCompactionGuard``."""
+
+    window_size: int = 3
+
+    _ints = field_validator("window_size", mode="before")(_positive_int)
+
+
+_THRESHOLD_FIELDS: Final = tuple(PRESETS["openclaw"])
+
+# (lower, upper, message when a single object sets both out of order), checked in this order.
+_THRESHOLD_ORDER: Final = (
+    ("warning_threshold", "critical_threshold", _WARNING_ORDER_MESSAGE),
+    ("critical_threshold", "global_circuit_breaker_threshold", _CRITICAL_ORDER_MESSAGE),
+)
+
+
+class LoopDetectionConfig(_ConfigModel):
+    """The effective loop detection settings (DESIGN §2); immutable.
+
+    Attributes hold effective values: thresholds the user did not set come from ``PRESETS``
+    for the chosen ``preset``; ``model_fields_set`` lists what was set explicitly.
+    """
+
+    enabled: bool | None = None
+    history_size: int = 30
+    warning_threshold: int = 10
+    critical_threshold: int = 20
+    unknown_tool_threshold: int = 10
+    global_circuit_breaker_threshold: int = 30
+    error_repeat_threshold: int = 10
+    detectors: DetectorsConfig = Field(default_factory=DetectorsConfig)
+    post_compaction_guard: PostCompactionGuardConfig = Field(
+        default_factory=PostCompactionGuardConfig
+    )
+    preset: PresetName = "openclaw"
+
+    # pydantic runs model validators twice when it validates through a custom __init__
+    # (model_validate, nesting); a second pass would re-apply presets over repaired values.
+    _resolved: bool = PrivateAttr(default=False)
+
+    _enabled = field_validator("enabled", mode="before")(_optional_bool)
+    _ints = field_validator(*_THRESHOLD_FIELDS, mode="before")(_positive_int)
+    _objects = field_validator("detectors", "post_compaction_guard", mode="before")(
+        _object_or_model
+    )
+
+    @field_validator("preset", mode="before")
+    @classmethod
+    def _known_preset(cls, value: object) -> object:
+        if not isinstance(value, str) or value not in PRESETS:
+            names = ", ".join(json.dumps(name) for name in PRESETS)
+            raise PydanticCustomError("preset", "must be one of {names}", {"names": names})
+        return value
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Self:
+        if self._resolved:
+            return self
+        self._resolved = True
+        phase, source = _VALIDATION_PHASE.get()
+        if phase != _PHASE_MERGED:
+            self._check_order()
+        self._apply_preset()
+        repairs = self._repair_order()
+        if repairs and phase != _PHASE_BLOCK:
+            where = f" in {source}" if source else ""
+            logger.warning(
+                "loop detection thresholds out of order%s; repaired %s",
+                where,
+                "; ".join(text for _, text in repairs),
+                extra={"loopwarden_repaired": tuple(key for key, _ in repairs)},
+            )
+        return self
+
+    def _check_order(self) -> None:
+        """Spec §a.2: the order rule applies only to keys set together in one object."""
+        explicit = self.model_fields_set
+        for lower, upper, message in _THRESHOLD_ORDER:
+            if lower in explicit and upper in explicit:
+                upper_value = getattr(self, upper)
+                if getattr(self, lower) >= upper_value:
+                    raise PydanticCustomError(
+                        "threshold_order",
+                        message,
+                        {_CTX_PATH: to_camel(upper), _CTX_VALUE: upper_value},
+                    )
+
+    def _apply_preset(self) -> None:
+        for name, value in PRESETS[self.preset].items():
+            if name not in self.model_fields_set:
+                # The model is frozen; this runs during construction, before anyone holds it.
+                object.__setattr__(self, name, value)
+
+    def _repair_order(self) -> list[tuple[str, str]]:
+        """Spec §a.3: raise each upper threshold to one above the lower one (in this order)."""
+        repairs: list[tuple[str, str]] = []
+        for lower, upper, _ in _THRESHOLD_ORDER:
+            low, high = getattr(self, lower), getattr(self, upper)
+            if high <= low:
+                object.__setattr__(self, upper, low + 1)
+                text = (
+                    f"{to_camel(upper)} {high} -> {low + 1} (must be above {to_camel(lower)} {low})"
+                )
+                repairs.append((upper, text))
+        return repairs
+
+    @property
+    def rolling_enabled(self) -> bool:
+        """The rolling-history detectors need ``enabled`` to be exactly ``True``."""
+        return self.enabled is True
+
+    @property
+    def compaction_guard_enabled(self) -> bool:
+        """The post-compaction guard runs unless ``enabled`` is exactly ``False`` (spec §k.2)."""
+        return self.enabled is not False
+
+    @property
+    def error_repeat_enabled(self) -> bool:
+        if self.detectors.error_repeat is not None:
+            return self.detectors.error_repeat
+        return self.preset == "early"
+
+    @property
+    def post_outcome_warnings(self) -> bool:
+        return self.preset == "early"
+
+    @property
+    def mask_volatile(self) -> bool:
+        return self.preset == "early"
+
+    def explicit_mapping(self) -> dict[str, Any]:
+        """The explicitly set keys, camelCase, as a config file would hold them."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+    def with_overrides(self, **changes: Any) -> LoopDetectionConfig:
+        """A validated copy with ``changes`` applied (camelCase or snake_case keys).
+
+        A mapping given for ``detectors`` or ``postCompactionGuard`` is merged key-wise into
+        the current one, as a per-agent override would be. Thresholds not set explicitly are
+        re-derived, so changing ``preset`` changes them too.
+        """
+        data = self.explicit_mapping()
+        aliases = {name: f.alias or name for name, f in type(self).model_fields.items()}
+        for key, value in changes.items():
+            alias = aliases.get(key, key)
+            current = data.get(alias)
+            if isinstance(value, BaseModel):
+                value = value.model_dump(by_alias=True, exclude_unset=True)
+            if isinstance(current, Mapping) and isinstance(value, Mapping):
+                nested = type(self).model_fields[_field_name(alias)].annotation
+                value = _merge_keywise(current, value, nested)
+            data[alias] = value
+        return type(self).model_validate(data)
+
+
+def _field_name(alias: str) -> str:
+    for name, field in LoopDetectionConfig.model_fields.items():
+        if (field.alias or name) == alias:
+            return name
+    return alias
+
+
+def _merge_keywise(base: Mapping[str, Any], over: Mapping[str, Any], model: Any) -> dict[str, Any]:
+    merged = dict(base)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        aliases = {name: f.alias or name for name, f in model.model_fields.items()}
+        merged.update({aliases.get(k, k): v for k, v in over.items()})
+    else:
+        merged.update(over)
+    return merged
+
+
+# --- ValidationError -> ConfigError -------------------------------------------------------
+
+
+def _config_error(exc: ValidationError, model: type[BaseModel]) -> ConfigError:
+    issues = [i for err in exc.errors(include_url=False) for i in _issues(err, model)]
+    path, reason, value = issues[0]
+    return ConfigError(reason, path=path, value=value, others=issues[1:])
+
+
+def _issues(err: Mapping[str, Any], model: type[BaseModel]) -> list[Issue]:
+    loc = tuple(err.get("loc", ()))
+    ctx = err.get("ctx") or {}
+    path = ".".join(str(part) for part in loc)
+    nested = ctx.get("error")
+    if isinstance(nested, ConfigError):
+        # A nested model's own __init__ (pydantic calls it for custom inits) already explained
+        # the problem relative to itself.
+        head = (_join_path(path, nested.path), nested.reason, nested.value)
+        return [head, *((_join_path(path, p), r, v) for p, r, v in nested.others)]
+    value = ctx.get(_CTX_VALUE, err.get("input"))
+    if _CTX_PATH in ctx:
+        loc = (*loc, ctx[_CTX_PATH])
+        path = ".".join(str(part) for part in loc)
+    if err.get("type") == "extra_forbidden":
+        known = ", ".join(_aliases_at(model, loc[:-1]))
+        return [(path, f"unknown key (valid keys: {known})", value)]
+    return [(path, str(err.get("msg", "invalid value")), value)]
+
+
+def _aliases_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    """The valid keys of the (nested) object at ``loc``, for "unknown key" hints."""
+    current: Any = model
+    for part in loc:
+        fields = {f.alias or n: f for n, f in current.model_fields.items()}
+        field = fields.get(part)
+        if field is None or not isinstance(field.annotation, type):
+            return []
+        current = field.annotation
+    return [f.alias or n for n, f in current.model_fields.items()]
+
+
+# --- OpenClaw config documents ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    path: str
+    data: object
+
+
+def load_config(path: str | os.PathLike[str], agent_id: str | None = None) -> LoopDetectionConfig:
+    """Read an OpenClaw JSON5 config file and resolve loop detection for ``agent_id``."""
+    file = os.fspath(path)
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("config file not found", file=file) from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory, not a config file", file=file) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file ({exc})", file=file) from None
+    return config_from_mapping(_parse_json5(text, file), agent_id=agent_id, source=file)
+
+
+_JSON5_POSITION = re.compile(r"^<string>:(?P<line>\d+) (?P<msg>.*?)(?: at column (?P<col>\d+))?$")
+
+
+def _parse_json5(text: str, file: str) -> Any:
+    try:
+        return json5.loads(text)
+    except (ValueError, RecursionError) as exc:
+        match = _JSON5_POSITION.match(str(exc).strip())
+        if match is None:
+            raise ConfigError(f"invalid JSON5: {exc}", file=file) from None
+        col = match.group("col")
+        raise ConfigError(
+            f"invalid JSON5: {match.group('msg')}",
+            file=file,
+            line=int(match.group("line")),
+            column=int(col) if col else None,
+        ) from None
+
+
+def config_from_mapping(
+    data: Mapping[str, object], *, agent_id: str | None = None, source: str | None = None
+) -> LoopDetectionConfig:
+    """Resolve loop detection from a whole OpenClaw config (a dict with ``tools``/``agents``).
+
+    Every block is validated on its own (so errors name its key path), then the global block
+    and the agent's override are merged (spec §a.4, V1/V2) and the result is repaired (§a.3).
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError("the config must be a JSON object", file=source, value=data)
+    global_block = _global_block(data, source)
+    agent_blocks = list(_agent_blocks(data, source))
+    explicit_global = _validate_block(global_block, source)
+    chosen: dict[str, Any] | None = None
+    for agent, block in agent_blocks:
+        explicit = _validate_block(block, source)
+        if chosen is None and agent_id is not None and agent == agent_id:
+            chosen = explicit
+    merged = _merge(explicit_global or {}, chosen or {})
+    label = source or "config"
+    if agent_id is not None and chosen is not None:
+        label += f" (agent {agent_id})"
+    try:
+        return _validate_in_phase(merged, _PHASE_MERGED, label)
+    except ConfigError as exc:
+        raise exc.relocated(file=source, prefix="tools.loopDetection") from None
+
+
+def _global_block(data: Mapping[str, object], source: str | None) -> _Block | None:
+    tools = _optional_mapping(data, "tools", "tools", source)
+    if tools is None or "loopDetection" not in tools:
+        return None
+    return _Block("tools.loopDetection", tools["loopDetection"])
+
+
+def _agent_blocks(
+    data: Mapping[str, object], source: str | None
+) -> Iterator[tuple[str | None, _Block]]:
+    """Per-agent blocks from ``agents.entries`` (current shape) then ``agents.list`` (older)."""
+    agents = _optional_mapping(data, "agents", "agents", source)
+    if agents is None:
+        return
+    entries = _optional_mapping(agents, "entries", "agents.entries", source)
+    for key, entry in (entries or {}).items():
+        where = f"agents.entries{_key_segment(str(key))}"
+        block = _agent_block(entry, where, source)
+        if block is not None:
+            yield str(key), block
+    listed = agents.get("list", _UNSET)
+    if listed is _UNSET:
+        return
+    if not isinstance(listed, list):
+        raise ConfigError("must be a list", file=source, path="agents.list", value=listed)
+    for index, entry in enumerate(listed):
+        where = f"agents.list[{index}]"
+        block = _agent_block(entry, where, source)
+        if block is not None:
+            yield _agent_id(entry, where, source), block
+
+
+def _agent_block(entry: object, where: str, source: str | None) -> _Block | None:
+    if not isinstance(entry, Mapping):
+        raise ConfigError("must be an object", file=source, path=where, value=entry)
+    tools = _optional_mapping(entry, "tools", f"{where}.tools", source)
+    if tools is None or "loopDetection" not in tools:
+        return None
+    return _Block(f"{where}.tools.loopDetection", tools["loopDetection"])
+
+
+def _agent_id(entry: Mapping[str, object], where: str, source: str | None) -> str | None:
+    agent = entry.get("id")
+    if agent is None or isinstance(agent, str):
+        return agent
+    raise ConfigError("must be a string", file=source, path=f"{where}.id", value=agent)
+
+
+def _optional_mapping(
+    parent: Mapping[str, object], key: str, path: str, source: str | None
+) -> Mapping[str, object] | None:
+    value = parent.get(key, _UNSET)
+    if value is _UNSET:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigError("must be an object", file=source, path=path, value=value)
+    return value
+
+
+def _validate_block(block: _Block | None, source: str | None) -> dict[str, Any] | None:
+    """Validate one block alone; return its explicit keys in camelCase for merging."""
+    if block is None:
+        return None
+    try:
+        model = _validate_in_phase(block.data, _PHASE_BLOCK, source)
+    except ConfigError as exc:
+        raise exc.relocated(file=source, prefix=block.path) from None
+    return model.explicit_mapping()
+
+
+def _validate_in_phase(data: object, phase: str, source: str | None) -> LoopDetectionConfig:
+    token = _VALIDATION_PHASE.set((phase, source))
+    try:
+        return LoopDetectionConfig.model_validate(data)
+    finally:
+        _VALIDATION_PHASE.reset(token)
+
+
+def _merge(global_: Mapping[str, Any], agent: Mapping[str, Any]) -> dict[str, Any]:
+    """Spec §a.4 (V1/V2): agent wins per top-level key; nested objects merge key-wise.
+
+    An agent's ``enabled: null`` means "not set here" and keeps the global value.
+    """
+    merged = dict(global_)
+    for key, value in agent.items():
+        if key == "enabled" and value is None:
+            continue
+        if key in ("detectors", "postCompactionGuard") and isinstance(value, Mapping):
+            merged[key] = {**merged.get(key, {}), **value}
+        else:
+            merged[key] = value
+    return merged

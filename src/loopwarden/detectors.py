@@ -1,0 +1,541 @@
+"""The detectors: pure functions over one run's history, and their precedence in one table.
+
+Each ``*_streak`` function measures one pattern for a prospective call (spec §d.2–§d.8). The
+``RULES`` table turns those measurements into at most one :class:`Detection`, first match wins,
+in OpenClaw's order (§d). Nothing here mutates state or does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from .history import (
+    OUTCOME_TERMINAL_EXEC_FAILURE,
+    OUTCOME_WRITE_MUTATION,
+    CallRecord,
+    SessionState,
+)
+
+__all__ = [
+    "RULES",
+    "Detection",
+    "Facts",
+    "Limits",
+    "Prospect",
+    "Rule",
+    "argument_churn",
+    "error_streak",
+    "evaluate",
+    "no_progress_streak",
+    "ping_pong",
+    "unknown_tool_streak",
+]
+
+Level = Literal["warning", "critical"]
+CHURN_MIN_REPEATS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """What a detector found for a prospective call."""
+
+    level: Level
+    detector: str
+    count: int
+    message: str
+    paired_tool_name: str | None = None
+    warning_key: str | None = None
+    liveness_signal: str | None = None
+
+    @property
+    def stuck(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Effective thresholds and switches (already preset-filled and order-repaired)."""
+
+    warning: int = 10
+    critical: int = 20
+    global_breaker: int = 30
+    unknown_tool: int = 10
+    error_repeat: int = 10
+    generic_repeat: bool = True
+    known_poll: bool = True
+    ping_pong: bool = True
+    argument_churn: bool = True
+    error_repeat_on: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Prospect:
+    """The call about to be made, already fingerprinted."""
+
+    tool_name: str
+    args_hash: str
+    known_poll: bool = False
+    poll_critical_at_warning: bool = False
+    mutation_target_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Streak:
+    count: int = 0
+    latest_result_hash: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PingPong:
+    count: int = 0
+    paired_tool_name: str | None = None
+    paired_signature: str | None = None
+    no_progress_evidence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Churn:
+    count: int = 0
+    variant_count: int = 0
+    write_mutation: bool = False
+
+
+NO_STREAK = Streak()
+NO_PING_PONG = PingPong()
+NO_CHURN = Churn()
+
+
+# -- measurements --------------------------------------------------------------------------------
+
+
+def unknown_tool_streak(state: SessionState, run: str | None, tool: str) -> Streak:
+    """§d.5, keeping unknown-tool evidence across loop vetoes (the newer upstream behaviour)."""
+    count = 0
+    name: str | None = None
+    for r in state.reversed_run(run):
+        if r.is_veto:
+            continue
+        if r.tool_name != tool or r.unknown_tool_name is None:
+            break
+        if name is None:
+            name = r.unknown_tool_name
+        elif r.unknown_tool_name != name:
+            break
+        count += 1
+    return Streak(count, None, name) if count else NO_STREAK
+
+
+def _walk_same_args(records: Iterable[CallRecord]) -> Streak:
+    streak = 0
+    anchor: str | None = None
+    pending_vetoes = 0
+    for r in records:
+        if r.is_veto:
+            pending_vetoes += 1
+            continue
+        if r.result_hash is None:
+            continue
+        if anchor is None:
+            anchor = r.result_hash
+            streak = pending_vetoes + 1
+            pending_vetoes = 0
+            continue
+        if r.result_hash != anchor:
+            break
+        streak += pending_vetoes + 1
+        pending_vetoes = 0
+    if anchor is None:
+        return Streak(pending_vetoes) if pending_vetoes else NO_STREAK
+    return Streak(streak, anchor)
+
+
+def _walk_terminal_failures(records: Iterable[CallRecord], tool: str) -> Streak:
+    streak = 0
+    anchor: CallRecord | None = None
+    pending_vetoes = 0
+    for r in records:
+        if r.tool_name != tool:
+            break
+        if r.is_veto:
+            pending_vetoes += 1
+            continue
+        if r.result_hash is None:
+            continue
+        if r.outcome_kind != OUTCOME_TERMINAL_EXEC_FAILURE:
+            break
+        if anchor is None:
+            anchor = r
+            streak = pending_vetoes + 1
+            pending_vetoes = 0
+            continue
+        if r.result_hash != anchor.result_hash:
+            same_failure = (
+                r.args_hash == anchor.args_hash
+                and r.failure_identity_hash is not None
+                and r.failure_identity_hash == anchor.failure_identity_hash
+            )
+            if not same_failure:
+                break
+        streak += pending_vetoes + 1
+        pending_vetoes = 0
+    if anchor is None:
+        return NO_STREAK
+    return Streak(streak, anchor.result_hash)
+
+
+def no_progress_streak(state: SessionState, run: str | None, call: Prospect) -> Streak:
+    """§d.3: identical outcomes of this exact call (vetoes counted once anchored); for ``exec``
+    also a contiguous tail of terminal failures across different commands."""
+    same = _walk_same_args(reversed(state.key_records(run, call.args_hash)))
+    if call.tool_name != "exec":
+        return same
+    terminal = _walk_terminal_failures(state.reversed_run(run), call.tool_name)
+    return terminal if terminal.count > same.count else same
+
+
+def ping_pong(state: SessionState, run: str | None, cur: str) -> PingPong:
+    """§d.4: the A-B-A-B tail, counted as if ``cur`` were the next call."""
+    records = state.run_records(run)
+    if not records:
+        return NO_PING_PONG
+    last = records[-1]
+    other: CallRecord | None = None
+    for r in reversed(records):
+        if r.args_hash != last.args_hash:
+            other = r
+            break
+    if other is None or cur != other.args_hash:
+        return NO_PING_PONG
+    tail: list[CallRecord] = []
+    expected = last.args_hash
+    for r in reversed(records):
+        if r.args_hash != expected:
+            break
+        tail.append(r)
+        expected = other.args_hash if expected == last.args_hash else last.args_hash
+    if len(tail) < 2:
+        return NO_PING_PONG
+    return PingPong(len(tail) + 1, last.tool_name, last.args_hash, _stable_sides(tail))
+
+
+def _stable_sides(tail: list[CallRecord]) -> bool:
+    sides: dict[str, str] = {}
+    for r in tail:
+        if r.result_hash is None:
+            return False
+        seen = sides.setdefault(r.args_hash, r.result_hash)
+        if seen != r.result_hash:
+            return False
+    return len(sides) == 2
+
+
+def argument_churn(state: SessionState, run: str | None, call: Prospect) -> Churn:
+    """§d.8: the same tool cycling argument variants with one stable no-progress outcome, or
+    rewriting one write target with new variants (warning-only)."""
+    semantic = _semantic_churn(state, run, call)
+    return semantic if semantic.count else write_churn(state, run, call)
+
+
+def _semantic_churn(state: SessionState, run: str | None, call: Prospect) -> Churn:
+    per_args: dict[str, list[object]] = {}
+    for r in state.reversed_run(run):
+        if r.tool_name != call.tool_name:
+            break
+        if r.result_hash is None:
+            continue
+        if not r.no_progress:
+            break
+        entry = per_args.get(r.args_hash)
+        if entry is None:
+            per_args[r.args_hash] = [r.result_hash, 1]
+            continue
+        if entry[0] != r.result_hash:
+            break
+        entry[1] = int(entry[1]) + 1  # type: ignore[call-overload]
+    counts = {h: int(v[1]) for h, v in per_args.items()}  # type: ignore[call-overload]
+    stable = [h for h, n in counts.items() if n >= CHURN_MIN_REPEATS]
+    total = sum(counts.values())
+    ok = (
+        len(stable) > 1
+        and sum(counts[h] for h in stable) == total
+        and len({per_args[h][0] for h in stable}) == 1
+        and counts.get(call.args_hash, 0) >= CHURN_MIN_REPEATS
+    )
+    return Churn(total, len(stable)) if ok else NO_CHURN
+
+
+def write_churn(
+    state: SessionState, run: str | None, call: Prospect, *, skip: CallRecord | None = None
+) -> Churn:
+    if call.tool_name != "write" or call.mutation_target_hash is None:
+        return NO_CHURN
+    variants: list[str] = []
+    seen: dict[str, int] = {}
+    for r in state.reversed_run(run):
+        if r is skip:
+            continue
+        if (
+            r.tool_name != "write"
+            or r.outcome_kind != OUTCOME_WRITE_MUTATION
+            or r.mutation_target_hash != call.mutation_target_hash
+        ):
+            break
+        if r.args_hash in seen:
+            del variants[seen[r.args_hash] + 1 :]
+            break
+        seen[r.args_hash] = len(variants)
+        variants.append(r.args_hash)
+    if call.args_hash in variants:
+        return NO_CHURN
+    return Churn(len(variants), len(variants), True) if variants else NO_CHURN
+
+
+def error_streak(state: SessionState, run: str | None, tool: str) -> Streak:
+    """loopwarden's error repeat: the newest outcomes of this tool failing with one masked error,
+    whatever the arguments. Other tools' records and pending calls do not interrupt it."""
+    count = 0
+    identity: str | None = None
+    for r in state.reversed_run(run):
+        if r.tool_name != tool or r.is_veto or r.pending:
+            continue
+        if r.error_identity_hash is None:
+            break
+        if identity is None:
+            identity = r.error_identity_hash
+        elif r.error_identity_hash != identity:
+            break
+        count += 1
+    return Streak(count, identity) if count else NO_STREAK
+
+
+# -- precedence ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Facts:
+    """All measurements for one prospective call, computed once."""
+
+    call: Prospect
+    unknown: Streak
+    no_progress: Streak
+    ping_pong: PingPong
+    churn: Churn
+    recent: int
+    errors: Streak
+
+    @classmethod
+    def measure(
+        cls, state: SessionState, run: str | None, call: Prospect, limits: Limits
+    ) -> Facts:
+        return cls(
+            call=call,
+            unknown=unknown_tool_streak(state, run, call.tool_name),
+            no_progress=no_progress_streak(state, run, call),
+            ping_pong=ping_pong(state, run, call.args_hash),
+            churn=argument_churn(state, run, call) if limits.argument_churn else NO_CHURN,
+            recent=len(state.key_records(run, call.args_hash)),
+            errors=error_streak(state, run, call.tool_name) if limits.error_repeat_on else NO_STREAK,
+        )
+
+
+Count = Callable[[Facts, Limits], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    detector: str
+    level: Level
+    fires: Callable[[Facts, Limits], bool]
+    count: Count
+    message: Callable[[Facts, int], str]
+    key: Callable[[Facts], str]
+
+
+def _np(f: Facts, _: Limits) -> int:
+    return f.no_progress.count
+
+
+def _latest(f: Facts) -> str:
+    return f.no_progress.latest_result_hash or "none"
+
+
+def _pp_key(f: Facts) -> str:
+    if f.ping_pong.paired_signature is None:
+        return f"pingpong:{f.call.tool_name}:{f.call.args_hash}"
+    return "pingpong:" + "|".join(sorted((f.call.args_hash, f.ping_pong.paired_signature)))
+
+
+def _poll_critical_threshold(f: Facts, lim: Limits) -> int:
+    return lim.warning if f.call.poll_critical_at_warning else lim.critical
+
+
+def _churn_message(f: Facts, n: int) -> str:
+    t = f.call.tool_name
+    if f.churn.write_mutation:
+        return (
+            f"WARNING: {t} has changed the same target with {f.churn.variant_count} distinct "
+            "argument variants and no intervening verification. Continued rewriting is treated "
+            "as stalled run activity, but this tool call remains allowed. Read or verify the "
+            "current result before rewriting it again."
+        )
+    return (
+        f"WARNING: {t} has cycled through {f.churn.variant_count} repeated argument patterns "
+        f"with the same stable outcome {n} times. Continued churn is treated as stalled run "
+        "activity, but this tool call remains allowed."
+    )
+
+
+def _churn_key(f: Facts) -> str:
+    if f.churn.write_mutation:
+        return f"argument-churn:{f.call.tool_name}:write-mutation:{f.call.mutation_target_hash or 'unknown'}"
+    return f"argument-churn:{f.call.tool_name}"
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "unknown_tool_repeat", "critical",
+        lambda f, lim: f.unknown.count >= lim.unknown_tool,
+        lambda f, _: f.unknown.count,
+        lambda f, n: (
+            f"CRITICAL: attempted unavailable tool {f.unknown.name or f.call.tool_name} {n} times. "
+            "Stop retrying that missing tool and answer without it."
+        ),
+        lambda f: f"unknown-tool:{f.call.tool_name}:{f.unknown.name or 'unknown'}",
+    ),
+    Rule(
+        "global_circuit_breaker", "critical",
+        lambda f, lim: f.no_progress.count >= lim.global_breaker,
+        _np,
+        lambda f, n: (
+            f"CRITICAL: {f.call.tool_name} repeated identical no-progress outcomes {n} times. "
+            "Session execution blocked by global circuit breaker to prevent runaway loops."
+        ),
+        lambda f: f"global:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
+    ),
+    Rule(
+        "known_poll_no_progress", "critical",
+        lambda f, lim: lim.known_poll and f.call.known_poll
+        and f.no_progress.count >= _poll_critical_threshold(f, lim),
+        _np,
+        lambda f, n: (
+            f"CRITICAL: Called {f.call.tool_name} with identical arguments and no progress {n} "
+            "times. This appears to be a stuck polling loop. Session execution blocked to "
+            "prevent resource waste."
+        ),
+        lambda f: f"poll:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
+    ),
+    Rule(
+        "known_poll_no_progress", "warning",
+        lambda f, lim: lim.known_poll and f.call.known_poll
+        and f.no_progress.count >= lim.warning,
+        _np,
+        lambda f, n: (
+            f"WARNING: You have called {f.call.tool_name} {n} times with identical arguments and "
+            "no progress. Stop polling and either (1) increase wait time between checks, or (2) "
+            "report the task as failed if the process is stuck."
+        ),
+        lambda f: f"poll:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
+    ),
+    Rule(
+        "ping_pong", "critical",
+        lambda f, lim: lim.ping_pong and f.ping_pong.count >= lim.critical
+        and f.ping_pong.no_progress_evidence,
+        lambda f, _: f.ping_pong.count,
+        lambda f, n: (
+            f"CRITICAL: You are alternating between repeated tool-call patterns ({n} consecutive "
+            "calls) with no progress. This appears to be a stuck ping-pong loop. Session "
+            "execution blocked to prevent resource waste."
+        ),
+        _pp_key,
+    ),
+    Rule(
+        "ping_pong", "warning",
+        lambda f, lim: lim.ping_pong and f.ping_pong.count >= lim.warning,
+        lambda f, _: f.ping_pong.count,
+        lambda f, n: (
+            f"WARNING: You are alternating between repeated tool-call patterns ({n} consecutive "
+            "calls). This looks like a ping-pong loop; stop retrying and report the task as "
+            "failed."
+        ),
+        _pp_key,
+    ),
+    Rule(
+        "generic_repeat", "critical",
+        lambda f, lim: lim.generic_repeat and not f.call.known_poll
+        and f.no_progress.count >= lim.critical,
+        _np,
+        lambda f, n: (
+            f"CRITICAL: Called {f.call.tool_name} with identical outcomes {n} times. Session "
+            "execution blocked to prevent runaway loops."
+        ),
+        lambda f: f"generic:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
+    ),
+    Rule(
+        "error_repeat", "critical",
+        lambda f, lim: lim.error_repeat_on and f.errors.count >= lim.critical,
+        lambda f, _: f.errors.count,
+        lambda f, n: (
+            f"CRITICAL: {f.call.tool_name} failed {n} times in this run with the same error. "
+            "Session execution blocked to prevent runaway loops."
+        ),
+        lambda f: f"error:{f.call.tool_name}:{f.errors.latest_result_hash}",
+    ),
+    Rule(
+        "argument_churn", "warning",
+        lambda f, lim: lim.argument_churn and f.churn.count >= lim.warning,
+        lambda f, _: f.churn.count,
+        _churn_message,
+        _churn_key,
+    ),
+    Rule(
+        "generic_repeat", "warning",
+        lambda f, lim: lim.generic_repeat and not f.call.known_poll and f.recent >= lim.warning,
+        lambda f, _: f.recent,
+        lambda f, n: (
+            f"WARNING: You have called {f.call.tool_name} {n} times with identical arguments. "
+            "If this is not making progress, stop retrying and report the task as failed."
+        ),
+        lambda f: f"generic:{f.call.tool_name}:{f.call.args_hash}",
+    ),
+    Rule(
+        "error_repeat", "warning",
+        lambda f, lim: lim.error_repeat_on and f.errors.count >= lim.error_repeat,
+        lambda f, _: f.errors.count,
+        lambda f, n: (
+            f"WARNING: {f.call.tool_name} has failed {n} times in this run with the same error. "
+            "Stop retrying the same failing action; change your approach or report the failure."
+        ),
+        lambda f: f"error:{f.call.tool_name}:{f.errors.latest_result_hash}",
+    ),
+)
+
+_LIVENESS_DETECTORS = frozenset({"known_poll_no_progress", "ping_pong", "argument_churn"})
+
+
+def evaluate(facts: Facts, limits: Limits, rules: Iterable[Rule] = RULES) -> Detection | None:
+    """The first rule that fires, as a :class:`Detection` (spec §d precedence)."""
+    for rule in rules:
+        if not rule.fires(facts, limits):
+            continue
+        count = rule.count(facts, limits)
+        liveness = None
+        if (
+            rule.level == "warning"
+            and rule.detector in _LIVENESS_DETECTORS
+            and facts.churn.count >= limits.warning
+        ):
+            liveness = "argument_churn"
+        paired = facts.ping_pong.paired_tool_name if rule.detector == "ping_pong" else None
+        return Detection(
+            level=rule.level,
+            detector=rule.detector,
+            count=count,
+            message=rule.message(facts, count),
+            paired_tool_name=paired,
+            warning_key=rule.key(facts),
+            liveness_signal=liveness,
+        )
+    return None

@@ -1,0 +1,269 @@
+"""``LoopDetector``: record calls and outcomes into a :class:`SessionState` and detect loops.
+
+Pure and synchronous: the guard adds policy, stores and events on top. The ``*_prepared``
+methods take an already fingerprinted :class:`Prospect` so that the guard hashes arguments once
+per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from .config import LoopDetectionConfig
+from .detectors import Detection, Facts, Limits, Prospect, evaluate, write_churn
+from .fingerprint import (
+    Outcome,
+    args_hash,
+    error_text,
+    mutation_target_hash,
+    outcome_of,
+)
+from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id, now_ms
+from .profiles import ProfileRegistry, default_registry
+from .types import MISSING
+from .volatile import mask_value, mask_volatile
+
+__all__ = ["LoopDetector", "limits_for", "resolve_registry"]
+
+log = logging.getLogger("loopwarden.detection")
+
+_DETECTOR_LOG: dict[tuple[str, str], tuple[int, str]] = {
+    ("global_circuit_breaker", "critical"): (
+        logging.ERROR, "Global circuit breaker triggered: {tool} repeated {n} times with no progress"),
+    ("known_poll_no_progress", "critical"): (
+        logging.ERROR, "Critical polling loop detected: {tool} repeated {n} times"),
+    ("known_poll_no_progress", "warning"): (
+        logging.WARNING, "Polling loop warning: {tool} repeated {n} times"),
+    ("ping_pong", "critical"): (
+        logging.ERROR, "Critical ping-pong loop detected: alternating calls count={n} currentTool={tool}"),
+    ("ping_pong", "warning"): (
+        logging.WARNING, "Ping-pong loop warning: alternating calls count={n} currentTool={tool}"),
+    ("generic_repeat", "critical"): (
+        logging.ERROR, "Critical generic loop detected: {tool} repeated {n} times"),
+    ("argument_churn", "warning"): (
+        logging.WARNING, "Argument churn warning: {tool} cycled through stable argument patterns"),
+    ("generic_repeat", "warning"): (
+        logging.WARNING, "Loop warning: {tool} called {n} times with identical arguments"),
+    ("error_repeat", "critical"): (
+        logging.ERROR, "Critical error repeat detected: {tool} failed {n} times with the same error"),
+    ("error_repeat", "warning"): (
+        logging.WARNING, "Error repeat warning: {tool} failed {n} times with the same error"),
+}
+
+
+def limits_for(config: LoopDetectionConfig) -> Limits:
+    d = config.detectors
+    return Limits(
+        warning=config.warning_threshold,
+        critical=config.critical_threshold,
+        global_breaker=config.global_circuit_breaker_threshold,
+        unknown_tool=config.unknown_tool_threshold,
+        error_repeat=config.error_repeat_threshold,
+        generic_repeat=d.generic_repeat,
+        known_poll=d.known_poll_no_progress,
+        ping_pong=d.ping_pong,
+        argument_churn=d.argument_churn,
+        error_repeat_on=config.error_repeat_enabled,
+    )
+
+
+def resolve_registry(profiles: object) -> ProfileRegistry:
+    """Accept a registry, the ``loopwarden.profiles`` module itself, or None (the built-ins)."""
+    if profiles is None:
+        return default_registry
+    if isinstance(profiles, ProfileRegistry):
+        return profiles
+    registry = getattr(profiles, "default_registry", None)
+    if isinstance(registry, ProfileRegistry):
+        return registry
+    raise TypeError(f"profiles must be a ProfileRegistry, got {type(profiles).__name__}")
+
+
+class LoopDetector:
+    """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
+
+    __slots__ = ("config", "limits", "registry")
+
+    def __init__(
+        self, config: LoopDetectionConfig | None = None, profiles: object = None
+    ) -> None:
+        self.config = config if config is not None else LoopDetectionConfig()
+        self.limits = limits_for(self.config)
+        self.registry = resolve_registry(profiles)
+
+    # -- fingerprinting ----------------------------------------------------------------------
+
+    def prepare(self, tool_name: str, args: Any, *, cwd: str | None = None) -> Prospect:
+        reg = self.registry
+        tool = reg.canonical_name(tool_name)
+        profile = reg.get(tool)
+        return Prospect(
+            tool_name=tool,
+            args_hash=args_hash(tool, args),
+            known_poll=reg.is_known_poll(tool, args),
+            poll_critical_at_warning=bool(profile and profile.poll_critical_at_warning),
+            mutation_target_hash=mutation_target_hash(tool, args, cwd) if tool == "write" else None,
+        )
+
+    def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:
+        if self.config.mask_volatile:
+            result, error = mask_value(result), mask_value(error)
+        return outcome_of(tool_name, args, result, error, registry=self.registry)
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def record_call(
+        self,
+        state: SessionState,
+        tool_name: str,
+        args: Any,
+        *,
+        call_id: str | None = None,
+        run_id: str | None = None,
+    ) -> CallRecord:
+        """Append a pending call (admission time). A call id already in the run's window is
+        returned as is, so a retried hook never counts twice."""
+        return self.record_prepared(state, self.prepare(tool_name, args), call_id=call_id,
+                                    run_id=run_id)
+
+    def record_prepared(
+        self, state: SessionState, call: Prospect, *, call_id: str | None = None,
+        run_id: str | None = None,
+    ) -> CallRecord:
+        run = normalize_run_id(run_id)
+        existing = state.find_call(run, call_id)
+        if existing is not None and existing.tool_name == call.tool_name:
+            return existing
+        record = state.append(CallRecord(
+            tool_name=call.tool_name,
+            args_hash=call.args_hash,
+            call_id=call_id or None,
+            run_id=run,
+            timestamp=now_ms(),
+            mutation_target_hash=call.mutation_target_hash,
+        ))
+        state.trim(self.config.history_size)
+        return record
+
+    def record_outcome(
+        self,
+        state: SessionState,
+        tool_name: str,
+        args: Any,
+        *,
+        result: Any = MISSING,
+        error: Any = MISSING,
+        call_id: str | None = None,
+        run_id: str | None = None,
+    ) -> CallRecord | None:
+        """Attach an outcome to its pending call (same run, id, tool and args), or append it as
+        a complete record (spec §e.2). Returns None when there is nothing to record."""
+        call = self.prepare(tool_name, args)
+        return self.record_outcome_prepared(state, call, self.outcome(call.tool_name, args, result, error),
+                                            error=error, call_id=call_id, run_id=run_id)
+
+    def record_outcome_prepared(
+        self,
+        state: SessionState,
+        call: Prospect,
+        outcome: Outcome,
+        *,
+        error: Any = MISSING,
+        call_id: str | None = None,
+        run_id: str | None = None,
+    ) -> CallRecord | None:
+        if outcome.result_hash is None and outcome.outcome_kind is None:
+            return None
+        run = normalize_run_id(run_id)
+        record = state.find_call(run, call_id)
+        if record is not None and not record.pending and record.tool_name == call.tool_name:
+            # A retried hook: the outcome is already counted. Only a call that was blocked and
+            # then run anyway (an override, or a replay) replaces its veto with what happened.
+            if not record.is_veto or outcome.outcome_kind == OUTCOME_VETO:
+                return record
+        else:
+            record = self._pending_for(state, run, call, call_id)
+        if record is None:
+            record = state.append(CallRecord(
+                tool_name=call.tool_name, args_hash=call.args_hash, call_id=call_id or None,
+                run_id=run, timestamp=now_ms(), mutation_target_hash=call.mutation_target_hash,
+            ))
+        record.result_hash = outcome.result_hash
+        record.outcome_kind = outcome.outcome_kind
+        record.failure_identity_hash = outcome.failure_identity_hash
+        record.unknown_tool_name = outcome.unknown_tool_name
+        record.no_progress = outcome.no_progress
+        if self.limits.error_repeat_on and error is not MISSING and error is not None:
+            masked = mask_volatile(error_text(error))
+            record.error_identity_hash = hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
+        state.trim(self.config.history_size)
+        return record
+
+    @staticmethod
+    def _pending_for(
+        state: SessionState, run: str | None, call: Prospect, call_id: str | None
+    ) -> CallRecord | None:
+        for r in reversed(state.key_records(run, call.args_hash)):
+            if r.pending and (not call_id or r.call_id == call_id):
+                return r
+        return None
+
+    def reconcile_call(
+        self,
+        state: SessionState,
+        tool_name: str,
+        args: Any,
+        *,
+        call_id: str | None = None,
+        run_id: str | None = None,
+        cwd: str | None = None,
+    ) -> dict[str, Any]:
+        """Re-bind the newest pending call of this tool to its final (post-hook) arguments
+        (OpenClaw's ``reconcileToolCallExecutionParams``) and report write churn for it."""
+        run = normalize_run_id(run_id)
+        call = self.prepare(tool_name, args, cwd=cwd)
+        pending: CallRecord | None = None
+        for r in state.reversed_run(run):
+            if r.tool_name == call.tool_name and r.pending and (not call_id or r.call_id == call_id):
+                pending = r
+                break
+        if pending is None:
+            return {"active": False, "count": 0, "variantCount": 0, "matchedPendingCall": False,
+                    "executionParamsChanged": False}
+        changed = pending.args_hash != call.args_hash
+        if changed:
+            state.rebind(pending, call.args_hash)
+        pending.mutation_target_hash = call.mutation_target_hash
+        churn = write_churn(state, run, call, skip=pending)
+        return {"active": churn.count >= self.limits.warning, "count": churn.count,
+                "variantCount": churn.variant_count, "matchedPendingCall": True,
+                "executionParamsChanged": changed}
+
+    # -- detection ---------------------------------------------------------------------------
+
+    def detect(
+        self, state: SessionState, tool_name: str, args: Any, *, run_id: str | None = None
+    ) -> Detection | None:
+        """The loop this call would continue, if any (None when detection is off)."""
+        if not self.config.rolling_enabled:
+            return None
+        return self.detect_prepared(state, self.prepare(tool_name, args), run_id=run_id)
+
+    def detect_prepared(
+        self, state: SessionState, call: Prospect, *, run_id: str | None = None
+    ) -> Detection | None:
+        run = normalize_run_id(run_id)
+        if not state.run_records(run):
+            return None
+        detection = evaluate(Facts.measure(state, run, call, self.limits), self.limits)
+        if detection is not None:
+            _log_detection(detection, call.tool_name)
+        return detection
+
+
+def _log_detection(detection: Detection, tool: str) -> None:
+    entry = _DETECTOR_LOG.get((detection.detector, detection.level))
+    if entry is not None and log.isEnabledFor(entry[0]):
+        log.log(entry[0], entry[1].format(tool=tool, n=detection.count))

@@ -1,0 +1,75 @@
+"""``LoopEvent``s and the sinks they flow through (logging, callbacks, the store's run record)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .history import now_ms
+
+__all__ = ["EventSink", "LoggingSink", "LoopEvent", "deliver"]
+
+log = logging.getLogger("loopwarden")
+
+
+@dataclass(frozen=True, slots=True)
+class LoopEvent:
+    """One warn, block or abort, shaped like OpenClaw's ``tool.loop`` diagnostic event."""
+
+    session: str
+    tool: str
+    level: str  # "warning" | "critical"
+    action: str  # "warn" | "block" | "abort"
+    detector: str
+    count: int
+    message: str
+    run: str | None = None
+    agent: str | None = None
+    call_id: str | None = None
+    paired_tool: str | None = None
+    timestamp: int = field(default_factory=now_ms)
+    type: str = "tool.loop"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+EventSink = Callable[[LoopEvent], Any]
+
+
+class LoggingSink:
+    """OpenClaw's caller and diagnostic log lines, on the ``loopwarden`` logger."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self.logger = logger or log
+
+    def __call__(self, event: LoopEvent) -> None:
+        level = logging.ERROR if event.level == "critical" else logging.WARNING
+        if not self.logger.isEnabledFor(level):
+            return
+        if event.action == "block":
+            self.logger.error("Blocking %s due to critical loop: %s", event.tool, event.message)
+        elif event.action == "warn":
+            self.logger.warning("Loop warning for %s: %s", event.tool, event.message)
+        paired = f" pairedTool={event.paired_tool}" if event.paired_tool else ""
+        self.logger.log(
+            level,
+            'tool loop: sessionId=%s sessionKey=%s tool=%s level=%s action=%s detector=%s '
+            'count=%d%s message="%s"',
+            event.session or "unknown", event.session or "unknown", event.tool, event.level,
+            event.action, event.detector, event.count, paired, event.message,
+        )
+
+
+def deliver(events: Sequence[LoopEvent], sinks: Iterable[EventSink]) -> None:
+    """Hand every event to every sink; a failing sink is logged and never reaches the agent."""
+    if not events:
+        return
+    for sink in sinks:
+        for event in events:
+            try:
+                sink(event)
+            except Exception as exc:  # a sink is user code: it must not break the agent
+                log.warning("loopwarden event sink %r failed: %s", sink, exc)

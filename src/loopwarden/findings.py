@@ -1,0 +1,74 @@
+"""``replay``: drive the real :class:`LoopGuard` over a recorded call stream.
+
+Used by ``loopwarden scan`` and ``eval``: what would the guard have said at each call? A blocked
+call is still taken as having happened (its real outcome replaces the veto), so the report
+follows the transcript as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .config import LoopDetectionConfig
+from .guard import LoopGuard, Verdict
+from .stores.memory import MemoryStore
+from .types import ToolCall
+
+__all__ = ["Finding", "replay"]
+
+_SESSION = "replay"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A warning or block the guard issued at one call of a transcript."""
+
+    index: int
+    call_id: str | None
+    tool: str
+    level: str
+    action: str
+    detector: str
+    count: int
+    message: str
+    run_id: str | None = None
+    timing: str = "before"  # "before" the call ran, or "after" its outcome (post-outcome warning)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def replay(
+    calls: Iterable[ToolCall],
+    config: LoopDetectionConfig | None = None,
+    profiles: object = None,
+) -> list[Finding]:
+    """Findings for a call stream, in call order (``index`` is the call's 0-based position)."""
+    guard = LoopGuard(config, store=MemoryStore(idle_ttl=None, max_sessions=None),
+                      profiles=profiles, sinks=())
+    guard.sinks.clear()  # a replay reports findings; it does not log like a live agent
+    findings: list[Finding] = []
+    for index, call in enumerate(calls):
+        call_id = f"replay-{index}"  # unique: transcripts may reuse ids, which would dedupe
+        before = guard.before_tool_call(call.tool_name, call.args, session=_SESSION,
+                                        run_id=call.run_id, call_id=call_id)
+        _collect(findings, before, index, call, "before")
+        after = guard.after_tool_call(call.tool_name, call.args, session=_SESSION,
+                                      result=call.result, error=call.error,
+                                      run_id=call.run_id, call_id=call_id)
+        _collect(findings, after, index, call, "after")
+    return findings
+
+
+def _collect(findings: list[Finding], verdict: Verdict, index: int, call: ToolCall,
+             timing: str) -> None:
+    detection = verdict.detection
+    if verdict.action == "allow" or detection is None:
+        return
+    findings.append(Finding(
+        index=index, call_id=call.call_id, tool=verdict.tool_name or call.tool_name,
+        level=detection.level, action=verdict.action, detector=detection.detector,
+        count=detection.count, message=detection.message, run_id=call.run_id, timing=timing,
+    ))

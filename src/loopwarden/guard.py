@@ -1,0 +1,680 @@
+"""``LoopGuard``: the policy every door uses — warn, dampen, block — over a pluggable store.
+
+The sync and async twins share one core: pure functions that take a :class:`SessionState` and
+return a result plus the events to deliver. Fingerprinting happens before the store
+transaction, so a Redis retry never re-hashes and the lock is held only for detection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar, cast, overload
+
+from .compaction import CompactionLoopPersistedError, PostCompactionGuard
+from .config import LoopDetectionConfig
+from .detectors import Detection, Prospect
+from .engine import LoopDetector
+from .events import EventSink, LoggingSink, LoopEvent, deliver
+from .fingerprint import Outcome
+from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
+from .stores.base import Store
+from .stores.memory import MemoryStore
+from .types import MISSING, ToolCall
+
+__all__ = [
+    "BatchAdmission",
+    "GuardStats",
+    "Intervention",
+    "LoopBlockedError",
+    "LoopGuard",
+    "Verdict",
+    "warning_note",
+]
+
+log = logging.getLogger("loopwarden")
+
+Action = Literal["allow", "warn", "block"]
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+RECOVERY_TEXT = (
+    "Do not repeat this exact tool action. Reassess the task. You may answer the user, ask for "
+    "clarification, or continue with a different tool or different arguments."
+)
+RECOVERY_SIBLING_TEXT = (
+    "This tool was not executed because another call in the batch triggered critical tool-loop "
+    "recovery. Reassess the task before choosing the next action."
+)
+TERMINAL_TEXT = (
+    "Critical tool-loop recovery failed because another critical loop was detected. This run is "
+    "stopping now."
+)
+TERMINAL_SIBLING_TEXT = (
+    "This tool was not executed because another call in the batch repeated a critical tool loop. "
+    "This run is stopping now."
+)
+STOP_MESSAGE = (
+    "loopwarden stopped this run because tool-loop recovery encountered another critical loop. "
+    "No blocked tool action was executed."
+)
+STORE_DOWN_MESSAGE = (
+    "CRITICAL: loopwarden could not reach its state store and is configured to fail closed. "
+    "The tool call was not executed."
+)
+_VETO = Outcome(result_hash=None, outcome_kind=OUTCOME_VETO)
+
+
+def warning_note(count: int) -> str:
+    """The model-visible note OpenClaw appends to a warned tool result (spec §f.2)."""
+    return (
+        f"[System note: Tool-loop warning after {count} repeated calls. Change your approach or "
+        "stop if you are not making progress.]"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Intervention:
+    """The first critical of an admitted batch (OpenClaw's ``critical-tool-loop``)."""
+
+    tool_call_id: str | None
+    tool_name: str
+    action_key: str
+    detector: str
+    count: int
+    reason: str
+    kind: str = "critical-tool-loop"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "toolCallId": self.tool_call_id, "toolName": self.tool_name,
+                "actionKey": self.action_key, "detector": self.detector, "count": self.count,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The guard's answer for one call: ``allow``, ``warn`` (run it, then annotate the result)
+    or ``block`` (do not run it; hand :meth:`blocked_result` to the model instead)."""
+
+    action: Action
+    detection: Detection | None = None
+    tool_name: str = ""
+    call_id: str | None = None
+    block_text: str | None = None
+    intervention: Intervention | None = None
+    terminate: bool = False
+
+    @property
+    def message(self) -> str | None:
+        if self.block_text is not None:
+            return self.block_text
+        return self.detection.message if self.detection else None
+
+    @property
+    def note(self) -> str | None:
+        """The warning note for the model, for a ``warn`` verdict."""
+        if self.action != "warn" or self.detection is None:
+            return None
+        return warning_note(self.detection.count)
+
+    def blocked_result(self) -> dict[str, Any]:
+        """An OpenClaw-shaped tool result for a blocked call."""
+        text = self.message or ""
+        if self.intervention is None:
+            return {"content": [{"type": "text", "text": text}],
+                    "details": {"status": "blocked", "deniedReason": "tool-loop", "reason": text}}
+        result: dict[str, Any] = {
+            "content": [{"type": "text", "text": text}],
+            "isError": True,
+            "executionStarted": False,
+            "details": {"status": "blocked", "deniedReason": "tool-loop",
+                        "intervention": self.intervention.to_dict()},
+        }
+        if self.terminate:
+            result["terminate"] = True
+        return result
+
+    def annotate(self, result: Any) -> Any:
+        """``result`` with the warning note appended, in the result's own shape (an
+        OpenClaw/MCP content list, a list of blocks, or text); other values are returned
+        unchanged — their door delivers :attr:`note` its own way."""
+        note = self.note
+        if note is None:
+            return result
+        return append_note(result, note)
+
+
+def append_note(result: Any, note: str) -> Any:
+    block = {"type": "text", "text": note}
+    if isinstance(result, dict) and isinstance(result.get("content"), list):
+        return {**result, "content": [*result["content"], block]}
+    if isinstance(result, list):
+        return [*result, block]
+    if isinstance(result, str):
+        return f"{result}\n\n{note}" if result else note
+    if result is None or result is MISSING:
+        return note
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAdmission:
+    """One assistant turn's calls, admitted atomically (spec §f.1, V3)."""
+
+    verdicts: tuple[Verdict, ...]
+    intervention: Intervention | None = None
+    terminal: bool = False
+
+    @property
+    def stop_message(self) -> str | None:
+        return STOP_MESSAGE if self.terminal else None
+
+    @property
+    def warnings(self) -> list[dict[str, Any]]:
+        return [{"kind": "tool-loop-warning", "toolCallId": v.call_id, "count": v.detection.count}
+                for v in self.verdicts if v.action == "warn" and v.detection is not None]
+
+
+@dataclass(slots=True)
+class GuardStats:
+    calls: int = 0
+    outcomes: int = 0
+    warnings: int = 0
+    blocks: int = 0
+    aborts: int = 0
+    store_failures: int = 0
+    internal_errors: int = 0
+
+
+class LoopBlockedError(RuntimeError):
+    """Raised by ``@guard.tool`` / ``guard.wrap`` for a blocked call when asked to raise."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.message or "tool call blocked by loopwarden")
+        self.verdict = verdict
+
+    @property
+    def blocked_result(self) -> dict[str, Any]:
+        return self.verdict.blocked_result()
+
+
+@dataclass(slots=True)
+class _Step:
+    """What one transaction decided: a verdict and the events to deliver after commit."""
+
+    verdict: Verdict
+    events: list[LoopEvent] = field(default_factory=list)
+    abort: CompactionLoopPersistedError | None = None
+
+
+class LoopGuard:
+    """Warn → dampen → block over a store, for one agent deployment (many sessions)."""
+
+    def __init__(
+        self,
+        config: LoopDetectionConfig | None = None,
+        *,
+        store: Store | None = None,
+        profiles: object = None,
+        sinks: Sequence[EventSink] = (),
+        fail_closed: bool = False,
+    ) -> None:
+        self.detector = LoopDetector(config, profiles)
+        self.config = self.detector.config
+        self.store: Store = store if store is not None else MemoryStore()
+        self.sinks: list[EventSink] = [LoggingSink(), *sinks]
+        self.fail_closed = fail_closed
+        self.stats = GuardStats()
+        self._stats_lock = threading.Lock()
+        self._store_down = False
+
+    # -- the public sync API -----------------------------------------------------------------
+
+    def before_tool_call(
+        self, tool_name: str, args: Any, *, session: str, run_id: str | None = None,
+        call_id: str | None = None, agent_id: str | None = None,
+    ) -> Verdict:
+        """Decide whether the call may run (spec §f.1 V2 wrapper + §f.2 dampening)."""
+        try:
+            call = self.detector.prepare(tool_name, args)
+        except Exception as exc:
+            return self._internal_error(tool_name, exc)
+        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
+        step = self._run(session, lambda s: self._before(s, call, ctx),
+                         fallback=lambda: self._store_fallback(call.tool_name, call_id))
+        self._count("calls")
+        return self._finish(step)
+
+    def after_tool_call(
+        self, tool_name: str, args: Any, *, session: str, result: Any = MISSING,
+        error: Any = MISSING, run_id: str | None = None, call_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> Verdict:
+        """Record the outcome. Returns a ``warn`` verdict when the ``early`` preset's
+        post-outcome check finds this result completed a pattern (annotate the result with it).
+        Raises :class:`CompactionLoopPersistedError` when a loop survived compaction."""
+        try:
+            call = self.detector.prepare(tool_name, args)
+            outcome = self.detector.outcome(call.tool_name, args, result, error)
+        except Exception as exc:
+            return self._internal_error(tool_name, exc)
+        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
+        step = self._run(session, lambda s: self._after(s, call, outcome, error, ctx),
+                         fallback=lambda: _Step(Verdict("allow", tool_name=call.tool_name)))
+        self._count("outcomes")
+        return self._finish(step)
+
+    def compaction_retried(self, *, session: str, run_id: str | None = None) -> None:
+        """Arm the post-compaction guard of this session and run (after a compaction-retry)."""
+        run = normalize_run_id(run_id)
+        self._run(session, lambda s: self._arm(s, run), fallback=lambda: _Step(Verdict("allow")))
+
+    def admit_batch(
+        self, calls: Sequence[ToolCall], *, session: str, run_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> BatchAdmission:
+        """Admit one assistant turn's calls atomically, with one recovery turn per run."""
+        try:
+            prepared = [self.detector.prepare(c.tool_name, c.args) for c in calls]
+        except Exception as exc:
+            v = self._internal_error("batch", exc)
+            return BatchAdmission(tuple(v for _ in calls))
+        run = normalize_run_id(run_id if run_id is not None else _common_run(calls))
+        ctx = _Ctx(session, run, None, agent_id)
+        holder: list[BatchAdmission] = []
+
+        def fallback() -> _Step:
+            verdicts = tuple(self._store_fallback(p.tool_name, c.call_id).verdict
+                             for p, c in zip(prepared, calls))
+            holder.append(BatchAdmission(verdicts))
+            return _Step(Verdict("allow"))
+
+        def admit(state: SessionState) -> _Step:
+            admission, events = self._admit(state, calls, prepared, ctx)
+            holder[:] = [admission]
+            return _Step(Verdict("allow"), events)
+
+        step = self._run(session, admit, fallback=fallback)
+        self._finish(step)
+        self._count("calls", len(calls))
+        return holder[-1] if holder else BatchAdmission(tuple(Verdict("allow") for _ in calls))
+
+    def history(self, session: str) -> list[CallRecord]:
+        state = self.store.load(session)
+        return list(state.history) if state is not None else []
+
+    # -- async twins -------------------------------------------------------------------------
+
+    async def abefore_tool_call(
+        self, tool_name: str, args: Any, *, session: str, run_id: str | None = None,
+        call_id: str | None = None, agent_id: str | None = None,
+    ) -> Verdict:
+        try:
+            call = self.detector.prepare(tool_name, args)
+        except Exception as exc:
+            return self._internal_error(tool_name, exc)
+        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
+        step = await self._arun(session, lambda s: self._before(s, call, ctx),
+                                fallback=lambda: self._store_fallback(call.tool_name, call_id))
+        self._count("calls")
+        return await self._afinish(step)
+
+    async def aafter_tool_call(
+        self, tool_name: str, args: Any, *, session: str, result: Any = MISSING,
+        error: Any = MISSING, run_id: str | None = None, call_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> Verdict:
+        try:
+            call = self.detector.prepare(tool_name, args)
+            outcome = self.detector.outcome(call.tool_name, args, result, error)
+        except Exception as exc:
+            return self._internal_error(tool_name, exc)
+        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
+        step = await self._arun(session, lambda s: self._after(s, call, outcome, error, ctx),
+                                fallback=lambda: _Step(Verdict("allow", tool_name=call.tool_name)))
+        self._count("outcomes")
+        return await self._afinish(step)
+
+    async def acompaction_retried(self, *, session: str, run_id: str | None = None) -> None:
+        run = normalize_run_id(run_id)
+        await self._arun(session, lambda s: self._arm(s, run),
+                         fallback=lambda: _Step(Verdict("allow")))
+
+    async def aadmit_batch(
+        self, calls: Sequence[ToolCall], *, session: str, run_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> BatchAdmission:
+        if hasattr(self.store, "atransact") and not isinstance(self.store, MemoryStore):
+            return await asyncio.to_thread(self.admit_batch, calls, session=session,
+                                           run_id=run_id, agent_id=agent_id)
+        return self.admit_batch(calls, session=session, run_id=run_id, agent_id=agent_id)
+
+    # -- decorator door ----------------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+    @overload
+    def tool(
+        self, *, name: str | None = None, session: str | Callable[[], str] = "default",
+        on_block: Literal["raise", "return"] = "raise",
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self, fn: F | None = None, /, *, name: str | None = None,
+        session: str | Callable[[], str] = "default",
+        on_block: Literal["raise", "return"] = "raise",
+    ) -> F | Callable[[F], F]:
+        """Guard a plain sync or async function as a tool: ``@guard.tool`` or
+        ``@guard.tool(name=..., session=..., on_block="return")``. Arguments are bound to the
+        function's parameters, so positional and keyword calls hash alike."""
+        if fn is not None:
+            return self.wrap(fn)
+        return lambda f: self.wrap(f, name=name, session=session, on_block=on_block)
+
+    def wrap(
+        self, fn: F, *, name: str | None = None, session: str | Callable[[], str] = "default",
+        on_block: Literal["raise", "return"] = "raise",
+    ) -> F:
+        tool_name = name or getattr(fn, "__name__", "tool")
+        signature = _signature(fn)
+
+        def bind(a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+            if signature is None:
+                return {"args": list(a), **kw}
+            try:
+                bound = signature.bind(*a, **kw)
+            except TypeError:
+                return {"args": list(a), **kw}
+            bound.apply_defaults()
+            return dict(bound.arguments)
+
+        def session_id() -> str:
+            return session() if callable(session) else session
+
+        def blocked(verdict: Verdict) -> Any:
+            if on_block == "raise":
+                raise LoopBlockedError(verdict)
+            return verdict.blocked_result()
+
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def async_wrapper(*a: Any, **kw: Any) -> Any:
+                args, sid = bind(a, kw), session_id()
+                verdict = await self.abefore_tool_call(tool_name, args, session=sid)
+                if verdict.action == "block":
+                    return blocked(verdict)
+                try:
+                    result = await fn(*a, **kw)
+                except Exception as exc:
+                    await self.aafter_tool_call(tool_name, args, session=sid, error=exc)
+                    raise
+                await self.aafter_tool_call(tool_name, args, session=sid, result=result)
+                return result
+
+            return cast(F, async_wrapper)
+
+        @functools.wraps(fn)
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            args, sid = bind(a, kw), session_id()
+            verdict = self.before_tool_call(tool_name, args, session=sid)
+            if verdict.action == "block":
+                return blocked(verdict)
+            try:
+                result = fn(*a, **kw)
+            except Exception as exc:
+                self.after_tool_call(tool_name, args, session=sid, error=exc)
+                raise
+            self.after_tool_call(tool_name, args, session=sid, result=result)
+            return result
+
+        return cast(F, wrapper)
+
+    # -- the shared core (runs inside a store transaction) -----------------------------------
+
+    def _before(self, state: SessionState, call: Prospect, ctx: _Ctx) -> _Step:
+        detector = self.detector
+        detection = (
+            detector.detect_prepared(state, call, run_id=ctx.run)
+            if self.config.rolling_enabled else None
+        )
+        if detection is not None and detection.level == "critical":
+            detector.record_outcome_prepared(state, call, _VETO, call_id=ctx.call_id, run_id=ctx.run)
+            verdict = Verdict("block", detection, call.tool_name, ctx.call_id)
+            return _Step(verdict, [self._event(ctx, call.tool_name, detection, "block")])
+        step = _Step(Verdict("allow", detection, call.tool_name, ctx.call_id))
+        if detection is not None and self._should_warn(state, detection, call.tool_name, ctx.run):
+            step.verdict = replace(step.verdict, action="warn")
+            step.events.append(self._event(ctx, call.tool_name, detection, "warn"))
+        if self.config.rolling_enabled:
+            detector.record_prepared(state, call, call_id=ctx.call_id, run_id=ctx.run)
+        return step
+
+    def _after(
+        self, state: SessionState, call: Prospect, outcome: Outcome, error: Any, ctx: _Ctx
+    ) -> _Step:
+        detector = self.detector
+        record = detector.record_outcome_prepared(
+            state, call, outcome, error=error, call_id=ctx.call_id, run_id=ctx.run
+        )
+        step = _Step(Verdict("allow", None, call.tool_name, ctx.call_id))
+        guard = state.compaction.get(ctx.run or "")
+        if guard is not None and record is not None and self.config.compaction_guard_enabled:
+            verdict = guard.observe(call.tool_name, call.args_hash, record.result_hash)
+            if verdict.should_abort:
+                step.abort = CompactionLoopPersistedError.from_verdict(verdict)
+                step.events.append(LoopEvent(
+                    session=ctx.session, run=ctx.run, agent=ctx.agent, call_id=ctx.call_id,
+                    tool=call.tool_name, level="critical", action="abort",
+                    detector=verdict.detector or "compaction_loop_persisted",
+                    count=verdict.count, message=verdict.message or "",
+                ))
+                return step
+        if self.config.post_outcome_warnings and self.config.rolling_enabled and record is not None:
+            detection = detector.detect_prepared(state, call, run_id=ctx.run)
+            if detection is not None and self._should_warn(state, detection, call.tool_name, ctx.run):
+                step.verdict = replace(step.verdict, action="warn", detection=detection)
+                step.events.append(self._event(ctx, call.tool_name, detection, "warn"))
+        return step
+
+    def _arm(self, state: SessionState, run: str | None) -> _Step:
+        if not self.config.compaction_guard_enabled:
+            return _Step(Verdict("allow"))
+        key = run or ""
+        guard = state.compaction.get(key)
+        if guard is None:
+            guard = state.compaction[key] = PostCompactionGuard(
+                self.config.post_compaction_guard.window_size)
+        recent = [(r.tool_name, r.args_hash) for r in state.run_records(run) if r.result_hash][-16:]
+        guard.arm(recent)
+        return _Step(Verdict("allow"))
+
+    def _admit(
+        self, state: SessionState, calls: Sequence[ToolCall], prepared: Sequence[Prospect],
+        ctx: _Ctx,
+    ) -> tuple[BatchAdmission, list[LoopEvent]]:
+        detector = self.detector
+        detections: list[Detection | None] = []
+        if self.config.rolling_enabled:
+            projected = state.copy() if len(calls) > 1 else state
+            for i, call in enumerate(prepared):
+                if i:
+                    detector.record_outcome_prepared(projected, prepared[i - 1], _VETO, run_id=ctx.run)
+                detections.append(detector.detect_prepared(projected, call, run_id=ctx.run))
+        else:
+            detections = [None] * len(calls)
+        trigger = next((i for i, d in enumerate(detections) if d and d.level == "critical"), None)
+        if trigger is None:
+            return self._admit_all(state, calls, prepared, detections, ctx)
+        detection = detections[trigger]
+        assert detection is not None
+        call = prepared[trigger]
+        terminal = not state.mark_recovery(ctx.run)
+        for c, p in zip(calls, prepared):
+            if p.args_hash == call.args_hash:
+                detector.record_outcome_prepared(state, p, _VETO, call_id=c.call_id, run_id=ctx.run)
+        intervention = Intervention(calls[trigger].call_id, call.tool_name, call.args_hash,
+                                    detection.detector, detection.count, detection.message)
+        own = TERMINAL_TEXT if terminal else RECOVERY_TEXT
+        sibling = TERMINAL_SIBLING_TEXT if terminal else RECOVERY_SIBLING_TEXT
+        verdicts = tuple(
+            Verdict("block", detection if i == trigger else None, p.tool_name, c.call_id,
+                    f"{detection.message}\n\n{own}" if i == trigger else sibling,
+                    intervention, terminal)
+            for i, (c, p) in enumerate(zip(calls, prepared))
+        )
+        tctx = replace(ctx, call_id=calls[trigger].call_id)
+        event = self._event(tctx, call.tool_name, detection, "block")
+        return BatchAdmission(verdicts, intervention, terminal), [event]
+
+    def _admit_all(
+        self, state: SessionState, calls: Sequence[ToolCall], prepared: Sequence[Prospect],
+        detections: Sequence[Detection | None], ctx: _Ctx,
+    ) -> tuple[BatchAdmission, list[LoopEvent]]:
+        verdicts: list[Verdict] = []
+        events: list[LoopEvent] = []
+        for c, p, d in zip(calls, prepared, detections):
+            verdict = Verdict("allow", d, p.tool_name, c.call_id)
+            if d is not None and self._should_warn(state, d, p.tool_name, ctx.run):
+                verdict = replace(verdict, action="warn")
+                events.append(self._event(replace(ctx, call_id=c.call_id), p.tool_name, d, "warn"))
+            verdicts.append(verdict)
+        if self.config.rolling_enabled:
+            for c, p in zip(calls, prepared):
+                self.detector.record_prepared(state, p, call_id=c.call_id, run_id=ctx.run)
+        return BatchAdmission(tuple(verdicts)), events
+
+    def _should_warn(
+        self, state: SessionState, detection: Detection, tool: str, run: str | None
+    ) -> bool:
+        """OpenClaw's dampening, with buckets of ``warningThreshold`` calls (not a fixed 10)."""
+        if detection.level != "warning":
+            return False
+        key = detection.warning_key or f"{detection.detector}:{tool}"
+        if run:
+            key = f"{run}:{key}"
+        return state.remember_warning(key, detection.count // self.config.warning_threshold)
+
+    @staticmethod
+    def _event(ctx: _Ctx, tool: str, detection: Detection, action: str) -> LoopEvent:
+        return LoopEvent(
+            session=ctx.session, run=ctx.run, agent=ctx.agent, call_id=ctx.call_id, tool=tool,
+            level=detection.level, action=action, detector=detection.detector,
+            count=detection.count, message=detection.message,
+            paired_tool=detection.paired_tool_name,
+        )
+
+    # -- transactions, failure policy, delivery ----------------------------------------------
+
+    def _run(self, session: str, fn: Callable[[SessionState], _Step],
+             fallback: Callable[[], _Step]) -> _Step:
+        try:
+            step = self.store.transact(session, fn)
+        except Exception as exc:
+            return self._store_failed(exc, fallback)
+        self._store_ok()
+        return step
+
+    async def _arun(self, session: str, fn: Callable[[SessionState], _Step],
+                    fallback: Callable[[], _Step]) -> _Step:
+        store = self.store
+        try:
+            atransact = getattr(store, "atransact", None)
+            if atransact is not None:
+                step = await cast(Callable[..., Awaitable[_Step]], atransact)(session, fn)
+            else:
+                step = await asyncio.to_thread(store.transact, session, fn)
+        except Exception as exc:
+            return self._store_failed(exc, fallback)
+        self._store_ok()
+        return step
+
+    def _store_failed(self, exc: Exception, fallback: Callable[[], _Step]) -> _Step:
+        self._count("store_failures")
+        if not self._store_down:
+            self._store_down = True
+            mode = "closed (blocking calls)" if self.fail_closed else "open (calls allowed)"
+            log.error("loopwarden state store failed: %s: %s; failing %s until it recovers",
+                      type(exc).__name__, exc, mode)
+        return fallback()
+
+    def _store_ok(self) -> None:
+        if self._store_down:
+            self._store_down = False
+            log.warning("loopwarden state store recovered; loop detection resumed")
+
+    def _store_fallback(self, tool: str, call_id: str | None) -> _Step:
+        if self.fail_closed:
+            return _Step(Verdict("block", None, tool, call_id, STORE_DOWN_MESSAGE))
+        return _Step(Verdict("allow", None, tool, call_id))
+
+    def _finish(self, step: _Step) -> Verdict:
+        self._deliver(step.events)
+        try:
+            if step.events:
+                self.store.record_events(step.events)
+        except Exception as exc:
+            self._store_failed(exc, lambda: step)
+        if step.abort is not None:
+            raise step.abort
+        return step.verdict
+
+    async def _afinish(self, step: _Step) -> Verdict:
+        self._deliver(step.events)
+        if step.events:
+            try:
+                arecord = getattr(self.store, "arecord_events", None)
+                if arecord is not None:
+                    await arecord(step.events)
+                else:
+                    await asyncio.to_thread(self.store.record_events, step.events)
+            except Exception as exc:
+                self._store_failed(exc, lambda: step)
+        if step.abort is not None:
+            raise step.abort
+        return step.verdict
+
+    def _deliver(self, events: list[LoopEvent]) -> None:
+        if not events:
+            return
+        with self._stats_lock:
+            for e in events:
+                if e.action == "warn":
+                    self.stats.warnings += 1
+                elif e.action == "block":
+                    self.stats.blocks += 1
+                else:
+                    self.stats.aborts += 1
+        deliver(events, self.sinks)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._stats_lock:
+            setattr(self.stats, name, getattr(self.stats, name) + n)
+
+    def _internal_error(self, tool: str, exc: Exception) -> Verdict:
+        self._count("internal_errors")
+        log.warning("tool loop outcome tracking failed: tool=%s error=%s", tool, exc)
+        return Verdict("allow", tool_name=tool)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    session: str
+    run: str | None
+    call_id: str | None
+    agent: str | None
+
+
+def _common_run(calls: Sequence[ToolCall]) -> str | None:
+    return next((c.run_id for c in calls if c.run_id), None)
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None

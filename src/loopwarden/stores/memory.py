@@ -1,0 +1,95 @@
+"""``MemoryStore``: the default, in-process store, bounded for long-running gateways."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from ..events import LoopEvent
+from ..history import SessionState
+
+__all__ = ["MemoryStore"]
+
+T = TypeVar("T")
+
+
+class MemoryStore:
+    """Session states in memory, evicted after ``idle_ttl`` seconds unused or beyond
+    ``max_sessions`` (least recently used first) — OpenClaw's 30 min / 2,000 sessions.
+
+    One lock guards the map; the work done under it is the detection itself (microseconds), so
+    threads never see a half-updated history.
+    """
+
+    def __init__(
+        self,
+        *,
+        idle_ttl: float | None = 30 * 60,
+        max_sessions: int | None = 2000,
+        max_events: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.idle_ttl = idle_ttl
+        self.max_sessions = max_sessions
+        self._clock = clock
+        self._sessions: OrderedDict[str, tuple[SessionState, float]] = OrderedDict()
+        self._events: deque[LoopEvent] = deque(maxlen=max_events)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def transact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        with self._lock:
+            now = self._clock()
+            entry = self._sessions.pop(session, None)
+            state = entry[0] if entry is not None and not self._expired(entry[1], now) else None
+            if state is None:
+                state = SessionState()
+            self._sessions[session] = (state, now)
+            self._evict(now)
+            return fn(state)
+
+    async def atransact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        return self.transact(session, fn)
+
+    def load(self, session: str) -> SessionState | None:
+        with self._lock:
+            entry = self._sessions.get(session)
+            if entry is None or self._expired(entry[1], self._clock()):
+                return None
+            return entry[0]
+
+    def record_events(self, events: Sequence[LoopEvent]) -> None:
+        with self._lock:
+            self._events.extend(events)
+
+    async def arecord_events(self, events: Sequence[LoopEvent]) -> None:
+        self.record_events(events)
+
+    def events(self, session: str | None = None) -> list[LoopEvent]:
+        with self._lock:
+            return [e for e in self._events if session is None or e.session == session]
+
+    def close(self) -> None:
+        with self._lock:
+            self._sessions.clear()
+
+    def _expired(self, last_used: float, now: float) -> bool:
+        return self.idle_ttl is not None and now - last_used > self.idle_ttl
+
+    def _evict(self, now: float) -> None:
+        sessions = self._sessions
+        if self.idle_ttl is not None:
+            # Oldest-used first: stop at the first session still alive.
+            while sessions:
+                key, (_, last_used) = next(iter(sessions.items()))
+                if not self._expired(last_used, now):
+                    break
+                del sessions[key]
+        if self.max_sessions is not None:
+            while len(sessions) > self.max_sessions:
+                sessions.popitem(last=False)
