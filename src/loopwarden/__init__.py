@@ -6,6 +6,7 @@ small and re-exported here; see DESIGN.md §2–§5 and the README.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from . import profiles
@@ -30,6 +31,9 @@ from .stores import MemoryStore, Store, StoreError
 from .types import MISSING, ToolCall
 
 __version__ = "0.1.0"
+
+# A library logs; the application decides where it goes (no "last resort" stderr output).
+logging.getLogger("loopwarden").addHandler(logging.NullHandler())
 
 __all__ = [
     "MISSING",

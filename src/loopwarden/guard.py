@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar, cast, overload
+from typing import Any, Literal, TypeVar, cast
 
 from .compaction import CompactionLoopPersistedError, PostCompactionGuard
 from .config import LoopDetectionConfig
@@ -290,7 +290,7 @@ class LoopGuard:
 
         def fallback() -> _Step:
             verdicts = tuple(self._store_fallback(p.tool_name, c.call_id).verdict
-                             for p, c in zip(prepared, calls))
+                             for p, c in zip(prepared, calls, strict=True))
             holder.append(BatchAdmission(verdicts))
             return _Step(Verdict("allow"))
 
@@ -356,19 +356,11 @@ class LoopGuard:
 
     # -- decorator door ----------------------------------------------------------------------
 
-    @overload
-    def tool(self, fn: F, /) -> F: ...
-    @overload
-    def tool(
-        self, *, name: str | None = None, session: str | Callable[[], str] = "default",
-        on_block: Literal["raise", "return"] = "raise",
-    ) -> Callable[[F], F]: ...
-
     def tool(
         self, fn: F | None = None, /, *, name: str | None = None,
         session: str | Callable[[], str] = "default",
         on_block: Literal["raise", "return"] = "raise",
-    ) -> F | Callable[[F], F]:
+    ) -> Any:
         """Guard a plain sync or async function as a tool: ``@guard.tool`` or
         ``@guard.tool(name=..., session=..., on_block="return")``. Arguments are bound to the
         function's parameters, so positional and keyword calls hash alike."""
@@ -380,7 +372,7 @@ class LoopGuard:
         self, fn: F, *, name: str | None = None, session: str | Callable[[], str] = "default",
         on_block: Literal["raise", "return"] = "raise",
     ) -> F:
-        tool_name = name or getattr(fn, "__name__", "tool")
+        tool_name: str = name or str(getattr(fn, "__name__", "tool"))
         signature = _signature(fn)
 
         def bind(a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
@@ -514,7 +506,7 @@ class LoopGuard:
         assert detection is not None
         call = prepared[trigger]
         terminal = not state.mark_recovery(ctx.run)
-        for c, p in zip(calls, prepared):
+        for c, p in zip(calls, prepared, strict=True):
             if p.args_hash == call.args_hash:
                 detector.record_outcome_prepared(state, p, _VETO, call_id=c.call_id, run_id=ctx.run)
         intervention = Intervention(calls[trigger].call_id, call.tool_name, call.args_hash,
@@ -525,7 +517,7 @@ class LoopGuard:
             Verdict("block", detection if i == trigger else None, p.tool_name, c.call_id,
                     f"{detection.message}\n\n{own}" if i == trigger else sibling,
                     intervention, terminal)
-            for i, (c, p) in enumerate(zip(calls, prepared))
+            for i, (c, p) in enumerate(zip(calls, prepared, strict=True))
         )
         tctx = replace(ctx, call_id=calls[trigger].call_id)
         event = self._event(tctx, call.tool_name, detection, "block")
@@ -537,14 +529,14 @@ class LoopGuard:
     ) -> tuple[BatchAdmission, list[LoopEvent]]:
         verdicts: list[Verdict] = []
         events: list[LoopEvent] = []
-        for c, p, d in zip(calls, prepared, detections):
+        for c, p, d in zip(calls, prepared, detections, strict=True):
             verdict = Verdict("allow", d, p.tool_name, c.call_id)
             if d is not None and self._should_warn(state, d, p.tool_name, ctx.run):
                 verdict = replace(verdict, action="warn")
                 events.append(self._event(replace(ctx, call_id=c.call_id), p.tool_name, d, "warn"))
             verdicts.append(verdict)
         if self.config.rolling_enabled:
-            for c, p in zip(calls, prepared):
+            for c, p in zip(calls, prepared, strict=True):
                 self.detector.record_prepared(state, p, call_id=c.call_id, run_id=ctx.run)
         return BatchAdmission(tuple(verdicts)), events
 

@@ -1,0 +1,117 @@
+"""Cost of one guarded call (before_tool_call + after_tool_call) on a realistic stream.
+
+Prints the median pair cost at the default history (30) and at historySize 1,000, each as a
+ratio to "bare hashing" (canonical JSON + SHA-256 of the same args and result) measured in the
+same run. Targets (issue 2): pair <= 8x bare hashing; history 1,000 <= 2x history 30.
+
+    python bench/bench_guard.py [--calls 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import statistics
+import time
+from typing import Any
+
+import orjson
+
+from loopwarden import LoopDetectionConfig, LoopGuard
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+         "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi",
+         "chi", "psi", "omega"]
+
+
+def _text(rng: random.Random, n_words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n_words))
+
+
+def realistic_stream(n: int, seed: int = 7) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """A coding agent's mix: reads of ~2 KB files, greps, shell commands, writes, polls; about a
+    fifth of the calls repeat an earlier call exactly (re-reads, polls)."""
+    rng = random.Random(seed)
+    files = [f"src/pkg/module_{i}.py" for i in range(200)]
+    stream: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    for i in range(n):
+        if stream and rng.random() < 0.2:
+            stream.append(rng.choice(stream[-50:]))
+            continue
+        kind = rng.random()
+        if kind < 0.35:
+            path = rng.choice(files)
+            stream.append(("read", {"path": path, "offset": 0, "limit": 400},
+                           {"content": [{"type": "text", "text": _text(rng, 300)}],
+                            "details": {"path": path, "lines": 80}}))
+        elif kind < 0.55:
+            q = rng.choice(WORDS)
+            stream.append(("grep", {"pattern": q, "path": "src", "glob": "*.py"},
+                           {"content": [{"type": "text", "text": "\n".join(
+                               f"{rng.choice(files)}:{rng.randint(1, 400)}: {_text(rng, 8)}"
+                               for _ in range(12))}], "details": {"matches": 12}}))
+        elif kind < 0.8:
+            cmd = f"pytest tests/test_{rng.randint(0, 60)}.py -q"
+            stream.append(("exec", {"command": cmd, "timeout": 120},
+                           {"content": [{"type": "text", "text": _text(rng, 120)}],
+                            "details": {"status": "completed", "exitCode": rng.choice((0, 1)),
+                                        "durationMs": rng.randint(50, 9000),
+                                        "aggregated": _text(rng, 120), "cwd": "/work"}}))
+        elif kind < 0.93:
+            path = rng.choice(files)
+            stream.append(("write", {"path": path, "content": _text(rng, 200)},
+                           {"content": [{"type": "text", "text": f"wrote {path}"}],
+                            "details": {"changed": True, "diff": _text(rng, 40)}}))
+        else:
+            stream.append(("process", {"action": "poll", "sessionId": f"s{rng.randint(0, 3)}"},
+                           {"content": [{"type": "text", "text": "(no new output)"}],
+                            "details": {"status": "running", "aggregated": _text(rng, 20)}}))
+        del i
+    return stream
+
+
+def bare_hashing(stream: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[int]:
+    costs = []
+    for _tool, args, result in stream:
+        t0 = time.perf_counter_ns()
+        hashlib.sha256(orjson.dumps(args, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        hashlib.sha256(orjson.dumps(result, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        costs.append(time.perf_counter_ns() - t0)
+    return costs
+
+
+def guarded(stream: list[tuple[str, dict[str, Any], dict[str, Any]]], history_size: int) -> list[int]:
+    guard = LoopGuard(LoopDetectionConfig(enabled=True, history_size=history_size,
+                                          warning_threshold=10_000, critical_threshold=20_000,
+                                          global_circuit_breaker_threshold=30_000))
+    guard.sinks.clear()
+    costs = []
+    for i, (tool, args, result) in enumerate(stream):
+        cid = f"c{i}"
+        t0 = time.perf_counter_ns()
+        guard.before_tool_call(tool, args, session="bench", run_id="run", call_id=cid)
+        guard.after_tool_call(tool, args, session="bench", run_id="run", call_id=cid, result=result)
+        costs.append(time.perf_counter_ns() - t0)
+    return costs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=20_000)
+    n = parser.parse_args().calls
+    stream = realistic_stream(n)
+    warm = n // 10  # history 1,000 must be full before it is measured
+    guarded(stream[:2000], 30)
+    bare = statistics.median(bare_hashing(stream)[warm:])
+    h30 = statistics.median(guarded(stream, 30)[warm:])
+    h1000 = statistics.median(guarded(stream, 1000)[max(warm, 1000):])
+    print(f"calls measured          : {n - warm}")
+    print(f"bare hashing (median)   : {bare / 1000:8.2f} us per call (args + result)")
+    print(f"guard pair, history 30  : {h30 / 1000:8.2f} us  = {h30 / bare:5.2f}x bare   (target <= 8x)")
+    print(f"guard pair, history 1000: {h1000 / 1000:8.2f} us  = {h1000 / bare:5.2f}x bare")
+    print(f"history 1000 / 30       : {h1000 / h30:5.2f}x                      (target <= 2x)")
+
+
+if __name__ == "__main__":
+    main()
