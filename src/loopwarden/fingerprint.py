@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Final
+from typing import Any, Final, TypeGuard
 
 import orjson
 
@@ -73,8 +73,6 @@ _FAST_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
 _UNTRUSTED_NEEDLE: Final = "EXTERNAL_UNTRUSTED_CONTENT"
 _UNTRUSTED_NEEDLE_BYTES: Final = _UNTRUSTED_NEEDLE.encode()
 _CIRCULAR: Final = b'"[Circular]"'
-_I64_MIN: Final = -(2**63)
-_U64_MAX: Final = 2**64 - 1
 
 StrTransform = Callable[[str], str]
 
@@ -108,10 +106,33 @@ def canonical_json_slow(value: object, transform: StrTransform | None = None) ->
         return _opaque(value)
 
 
+_INLINE_LIMIT: Final = 4096
+
+# A rope is serialised output as nested chunks; joining once at the end keeps deep values linear.
+Rope = bytes | list["Rope"]
+
+
+def _flatten(rope: Rope) -> bytes:
+    if isinstance(rope, bytes):
+        return rope
+    chunks: list[bytes] = []
+    stack = [iter(rope)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, bytes):
+                chunks.append(item)
+            else:
+                stack.append(iter(item))
+                break
+        else:
+            stack.pop()
+    return b"".join(chunks)
+
+
 class _Frame:
     """One container being serialised: children are visited in order, parts collected."""
 
-    __slots__ = ("index", "keys", "kind", "parts", "ref", "values")
+    __slots__ = ("index", "keys", "kind", "nested", "parts", "ref", "values")
 
     ARRAY: Final = 0
     OBJECT: Final = 1
@@ -125,17 +146,50 @@ class _Frame:
         self.values = values
         self.keys = keys
         self.index = 0
-        self.parts: list[bytes] = []
+        self.parts: list[Rope] = []
+        self.nested = False  # some part is a rope rather than bytes
 
-    def finish(self) -> bytes:
+    def add(self, part: Rope) -> None:
+        # Re-joining large children at every level would make deep chains quadratic.
+        if type(part) is not bytes or len(part) > _INLINE_LIMIT:
+            self.nested = True
+        self.parts.append(part)
+
+    def finish(self) -> Rope:
         if self.kind == _Frame.ARRAY:
-            return b"[" + b",".join(self.parts) + b"]"
+            return _joined(b"[", self.parts, b"]", self.nested)
         if self.kind == _Frame.SET:
-            return b"[" + b",".join(sorted(self.parts)) + b"]"
-        assert self.keys is not None
-        # Sorting by (key, value) keeps colliding stringified keys in a deterministic order.
-        entries = sorted(zip(self.keys, self.parts, strict=True))
-        return b"{" + b",".join(orjson.dumps(k) + b":" + v for k, v in entries) + b"}"
+            return _joined(b"[", sorted(_flatten(part) for part in self.parts), b"]", False)
+        return self._finish_object()
+
+    def _finish_object(self) -> Rope:
+        keys, parts = self.keys, self.parts
+        assert keys is not None
+        if len(set(keys)) == len(keys):
+            order = sorted(range(len(keys)), key=keys.__getitem__)
+        else:
+            # Stringified keys collided (e.g. 1 and "1"): order the twins by their values.
+            flat = [_flatten(part) for part in parts]
+            order = sorted(range(len(keys)), key=lambda i: (keys[i], flat[i]))
+        rope: list[Rope] = [b"{"]
+        for position, i in enumerate(order):
+            prefix = b"," if position else b""
+            rope.append(prefix + orjson.dumps(keys[i]) + b":")
+            rope.append(parts[i])
+        rope.append(b"}")
+        return rope if self.nested else b"".join(rope)  # type: ignore[arg-type]
+
+
+def _joined(opening: bytes, parts: list[Rope] | list[bytes], closing: bytes, nested: bool) -> Rope:
+    if not nested:
+        return opening + b",".join(parts) + closing  # type: ignore[arg-type]
+    rope: list[Rope] = [opening]
+    for i, part in enumerate(parts):
+        if i:
+            rope.append(b",")
+        rope.append(part)
+    rope.append(closing)
+    return rope
 
 
 class _Walker:
@@ -143,15 +197,16 @@ class _Walker:
 
     __slots__ = ("_on_stack", "_transform")
 
-    def __init__(self, transform: StrTransform | None) -> None:
+    def __init__(self, transform: StrTransform | None, on_stack: set[int] | None = None) -> None:
         self._transform = transform
-        self._on_stack: set[int] = set()
+        # ids of the containers currently open; shared with the walks that stringify keys
+        self._on_stack: set[int] = set() if on_stack is None else on_stack
 
     def serialise(self, root: object) -> bytes:
         first = self._visit(root)
         if isinstance(first, bytes):
             return first
-        stack = [first]
+        stack: list[_Frame] = [first]
         while True:
             frame = stack[-1]
             if frame.index < len(frame.values):
@@ -167,8 +222,8 @@ class _Walker:
             self._on_stack.discard(id(frame.ref))
             data = frame.finish()
             if not stack:
-                return data
-            stack[-1].parts.append(data)
+                return _flatten(data)
+            stack[-1].add(data)
 
     def _open(self, frame: _Frame) -> _Frame | bytes:
         ident = id(frame.ref)
@@ -267,7 +322,7 @@ class _Walker:
         if isinstance(key, str):
             text = str.__str__(key)
             return text if _is_utf8_safe(text) else _replace_surrogates(text)
-        data = _Walker(None)._with_stack(self._on_stack).serialise(key)
+        data = _Walker(None, self._on_stack).serialise(key)
         if data[:1] == b'"':
             try:
                 decoded = orjson.loads(data)
@@ -276,10 +331,6 @@ class _Walker:
             except orjson.JSONDecodeError:
                 pass
         return data.decode("utf-8", "replace")
-
-    def _with_stack(self, on_stack: set[int]) -> _Walker:
-        self._on_stack = on_stack
-        return self
 
     def _string(self, text: str) -> bytes:
         if self._transform is not None:
@@ -291,8 +342,7 @@ class _Walker:
 
 
 def _int_bytes(value: int) -> bytes:
-    if _I64_MIN <= value <= _U64_MAX:
-        return int.__repr__(value).encode()
+    """Digits, as orjson prints 64-bit integers (and as JSON allows any integer)."""
     try:
         return int.__repr__(value).encode()
     except ValueError:
@@ -319,7 +369,7 @@ def _orjson_leaf(value: object) -> bytes:
 
 
 def _is_utf8_safe(text: str) -> bool:
-    return not _SURROGATE.search(text)
+    return text.isascii() or not _SURROGATE.search(text)
 
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
@@ -447,10 +497,15 @@ def args_hash(tool_name: str, args: object) -> str:
 def digest(value: object) -> str:
     """sha256 hex of the *outcome* form of ``value``: canonical JSON with untrusted-content
     envelopes canonicalised in every string value (§c.9)."""
-    data = canonical_json(value)
-    if _UNTRUSTED_NEEDLE_BYTES in data:
+    try:
+        data = orjson.dumps(value, default=_refuse, option=_FAST_OPTIONS)
+    except Exception:
+        # The rewrite is a cheap substring test on strings without markers: do it in one pass.
         data = canonical_json_slow(value, canonicalise_untrusted)
-    return _sha256_hex(data)
+    else:
+        if _UNTRUSTED_NEEDLE_BYTES in data:
+            data = canonical_json_slow(value, canonicalise_untrusted)
+    return hashlib.sha256(data).hexdigest()
 
 
 def mutation_target_hash(tool_name: str, args: object, cwd: str | None = None) -> str | None:
@@ -641,6 +696,21 @@ class Outcome:
 
 
 _NOTHING: Final = Outcome(None)
+_PLAIN_CACHE_SIZE: Final = 1024
+_plain_cache: dict[str, Outcome] = {}
+
+
+def _plain(result_hash: str) -> Outcome:
+    """A hash-only Outcome; shared instances, since loops repeat outcomes and frozen dataclass
+    construction costs about as much as hashing a small result."""
+    outcome = _plain_cache.get(result_hash)
+    if outcome is None:
+        if len(_plain_cache) >= _PLAIN_CACHE_SIZE:
+            _plain_cache.clear()
+        outcome = _plain_cache[result_hash] = Outcome(result_hash)
+    return outcome
+
+
 _VETO: Final = Outcome(None, outcome_kind="tool-loop-veto")
 _EMPTY: Mapping[str, object] = types.MappingProxyType({})
 
@@ -681,37 +751,48 @@ def _outcome(
             unknown_tool_name=extract_unknown_tool(text),
         )
     profile = registry.get(tool_name)
-    if type(result) is not dict and not isinstance(result, Mapping):
+    if not _is_mapping(result):
         if result is MISSING:
             return _NOTHING
         if profile is not None and profile.volatile_keys:
             result = _strip_keys(result, profile.volatile_keys, message_ids=False)
-        return Outcome(digest(result))
+        return _plain(digest(result))
     details, text = _details_and_text(result)
     if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
         return _VETO
     if profile is None:
-        return Outcome(digest({"details": details, "text": text}))
+        return _plain(digest({"details": details, "text": text}))
     return _profiled(profile, args, details, text)
+
+
+def _is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _is_list(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
+    return type(value) is list or isinstance(value, (list, tuple))
 
 
 def _details_and_text(result: Mapping[str, object]) -> tuple[Mapping[str, object], str]:
     content = result.get("content")
     details = result.get("details")
-    shaped_details = isinstance(details, Mapping)
-    if not isinstance(content, (list, tuple)) and not shaped_details:
+    has_content = _is_list(content)
+    has_details = _is_mapping(details)
+    if not has_content and not has_details:
         return result, ""
-    text = _content_text(content) if isinstance(content, (list, tuple)) else ""
-    return (details if shaped_details else _EMPTY), text  # type: ignore[return-value]
+    text = _content_text(content) if has_content else ""  # type: ignore[arg-type]
+    return (details if has_details else _EMPTY), text  # type: ignore[return-value]
 
 
 def _content_text(content: list[object] | tuple[object, ...]) -> str:
-    texts = []
+    texts: list[str] = []
     for entry in content:
-        if isinstance(entry, Mapping):
+        if _is_mapping(entry):
             kind, text = entry.get("type"), entry.get("text")
             if isinstance(kind, str) and isinstance(text, str):
                 texts.append(text)
+    if len(texts) == 1:
+        return texts[0].strip()
     return "\n".join(texts).strip()
 
 
@@ -724,8 +805,8 @@ def _profiled(
     if projected is not None:
         return projected
     if profile.is_send_like(args):
-        return Outcome(digest(_strip_keys(details, SEND_VOLATILE_KEYS, message_ids=True)))
-    return Outcome(digest({"details": details, "text": text}))
+        return _plain(digest(_strip_keys(details, SEND_VOLATILE_KEYS, message_ids=True)))
+    return _plain(digest({"details": details, "text": text}))
 
 
 def _projection(
@@ -744,7 +825,7 @@ def _exec_outcome(details: Mapping[str, object], text: str) -> Outcome | None:
     status = details.get("status")
     if status == "running":
         tail = details.get("tail")
-        return Outcome(digest({"status": status, "tail": tail if isinstance(tail, str) else ""}))
+        return _plain(digest({"status": status, "tail": tail if isinstance(tail, str) else ""}))
     if status in ("completed", "failed"):
         return _exec_finished(status, details, text)
     if status in ("approval-pending", "approval-unavailable"):
@@ -769,7 +850,7 @@ def _exec_finished(status: str, details: Mapping[str, object], text: str) -> Out
     projection = {"status": status, "exitCode": exit_code, "timedOut": timed_out}
     result_hash = digest({**projection, "output": output})
     if not _is_terminal_failure(exit_code, timed_out, output):
-        return Outcome(result_hash)
+        return _plain(result_hash)
     identity = digest({**projection, "output": mask_when_spans(output)})
     return Outcome(
         result_hash, outcome_kind="terminal-exec-failure", failure_identity_hash=identity
@@ -808,7 +889,7 @@ def _process_outcome(args: object, details: Mapping[str, object], text: str) -> 
         projection["status"] = details["status"]
     for key in _PROCESS_FIELDS[action]:
         projection[key] = details.get(key)
-    return Outcome(digest(projection))
+    return _plain(digest(projection))
 
 
 def _str_or(value: object, default: str | None) -> str | None:

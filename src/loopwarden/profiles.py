@@ -194,7 +194,7 @@ class ProfileRegistry:
             poll=poll,
             send_like=send_like,
             volatile_keys=_key_set(volatile_keys),
-            aliases=tuple(aliases),
+            aliases=(aliases,) if isinstance(aliases, str) else tuple(aliases),
             poll_critical_at_warning=poll_critical_at_warning,
         )
         return self.add(profile)
