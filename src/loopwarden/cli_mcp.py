@@ -1,0 +1,90 @@
+"""``loopwarden mcp-proxy [--config F] -- CMD ARGS...``: front an MCP server with the guard."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .config import ConfigError, LoopDetectionConfig, load_config
+
+__all__ = ["proxy_config", "register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``mcp-proxy`` command to ``app``."""
+    app.command(
+        "mcp-proxy",
+        # Everything from the server command on belongs to it, even words that look like our
+        # options (``-- npx -y server --config x``).
+        context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    )(mcp_proxy)
+
+
+def mcp_proxy(
+    command: Annotated[
+        list[str],
+        typer.Argument(metavar="CMD", help="The MCP server command and its arguments, after --."),
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="OpenClaw config file (JSON5) with tools.loopDetection."),
+    ] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="Agent id whose config override to apply.")
+    ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", help="Session id for this connection (default: a new uuid)."),
+    ] = None,
+) -> None:
+    """Front the MCP server CMD: mirror its tools and guard every tool call.
+
+    Use it in your MCP client's config in place of the server command:
+    loopwarden mcp-proxy [--config openclaw.json] -- npx -y some-mcp-server
+
+    Detection is on unless the config sets enabled: false. Warnings and blocks go to stderr.
+    """
+    from .guard import LoopGuard
+    from .integrations.mcp_proxy import run_proxy
+
+    try:
+        effective = proxy_config(config, agent)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    _log_to_stderr()
+    try:
+        code = asyncio.run(run_proxy(command, LoopGuard(effective), session=session,
+                                     agent_id=agent))
+    except OSError as exc:  # the server command could not be started
+        typer.echo(f"error: cannot start {command[0]!r}: {exc}", err=True)
+        raise typer.Exit(127) from None
+    except KeyboardInterrupt:
+        code = 130
+    raise typer.Exit(code)
+
+
+def proxy_config(path: Path | None, agent: str | None) -> LoopDetectionConfig:
+    """The config from ``path`` (or the defaults), with detection on unless it says false:
+    whoever puts the proxy in front of a server wants loops caught."""
+    if path is None:
+        return LoopDetectionConfig(enabled=True)
+    config = load_config(path, agent_id=agent)
+    if config.enabled is None:
+        return config.model_copy(update={"enabled": True})
+    return config
+
+
+def _log_to_stderr() -> None:
+    # stdout carries the protocol; the client shows the server's stderr in its logs.
+    log = logging.getLogger("loopwarden")
+    if all(isinstance(h, logging.NullHandler) for h in log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("loopwarden %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.WARNING)
