@@ -149,7 +149,7 @@ def test_presets_table() -> None:
         early["unknown_tool_threshold"],
         early["global_circuit_breaker_threshold"],
         early["error_repeat_threshold"],
-    ) == (5, 10, 5, 20, 5)
+    ) == (6, 10, 5, 20, 6)
 
 
 def test_early_preset_supplies_unset_thresholds_and_switches() -> None:

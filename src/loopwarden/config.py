@@ -60,11 +60,12 @@ PRESETS: Final[dict[str, dict[str, int]]] = {
     },
     "early": {
         "history_size": 30,
-        "warning_threshold": 5,
+        # A loop is 6+ no-progress calls; post-outcome checks warn on the 6th call's result.
+        "warning_threshold": 6,
         "critical_threshold": 10,
         "unknown_tool_threshold": 5,
         "global_circuit_breaker_threshold": 20,
-        "error_repeat_threshold": 5,
+        "error_repeat_threshold": 6,
     },
 }
 
@@ -463,6 +464,17 @@ class LoopDetectionConfig(_ConfigModel):
 
     @property
     def mask_volatile(self) -> bool:
+        """Mask timestamps, durations, ids and pids in every outcome (profiles may override)."""
+        return self.preset == "early"
+
+    @property
+    def learn_volatile(self) -> bool:
+        """Learn, per tool, result fields that change on every otherwise-identical outcome."""
+        return self.preset == "early"
+
+    @property
+    def extended_unknown_tools(self) -> bool:
+        """Recognise other frameworks' "tool not found" wordings and namespaced tool names."""
         return self.preset == "early"
 
     def explicit_mapping(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from .fingerprint import (
     outcome_of,
 )
 from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id, now_ms
+from .learning import Leaves, leaves_of
 from .profiles import ProfileRegistry, default_registry
 from .types import MISSING
 from .volatile import mask_value, mask_volatile
@@ -108,9 +109,37 @@ class LoopDetector:
         )
 
     def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:
-        if self.config.mask_volatile:
-            result, error = mask_value(result), mask_value(error)
-        return outcome_of(tool_name, args, result, error, registry=self.registry)
+        result, error = self._masked(tool_name, result, error)
+        return outcome_of(tool_name, args, result, error, registry=self.registry,
+                          extended_unknown=self.config.extended_unknown_tools)
+
+    def learnable_leaves(self, tool_name: str, args: Any, result: Any, error: Any) -> Leaves | None:
+        """The leaves to learn volatile fields from, for tools loopwarden hashes generically
+        (OpenClaw's own projections already know what to ignore)."""
+        if not self.config.learn_volatile or result is MISSING or (error is not MISSING and error is not None):
+            return None
+        profile = self.registry.get(tool_name)
+        if profile is not None and (profile._projection or profile.is_send_like(args)):
+            return None
+        masked, _ = self._masked(tool_name, result, None)
+        return leaves_of(masked)
+
+    def _masked(self, tool_name: str, result: Any, error: Any) -> tuple[Any, Any]:
+        profile = self.registry.get(tool_name)
+        builtin = self.config.mask_volatile
+        extra: tuple[Any, ...] = ()
+        if profile is not None:
+            if profile.mask_volatile is not None:
+                builtin = profile.mask_volatile
+            extra = profile.volatile_patterns
+        if not builtin and not extra:
+            return result, error
+        if result is not MISSING:
+            result = mask_value(result, extra, builtin=builtin)
+        if error is not MISSING and error is not None:
+            text = error if isinstance(error, str) else error_text(error)
+            error = mask_volatile(text, extra, builtin=builtin)
+        return result, error
 
     # -- recording ---------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ class LoopEvent:
     agent: str | None = None
     call_id: str | None = None
     paired_tool: str | None = None
+    learned: tuple[str, ...] = ()  # the tool's learned volatile result fields (early preset)
     timestamp: int = field(default_factory=now_ms)
     type: str = "tool.loop"
 

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .config import LoopDetectionConfig
-from .guard import LoopGuard, Verdict
+from .events import LoopEvent
+from .guard import LoopGuard
 from .stores.memory import MemoryStore
 from .types import ToolCall
 
@@ -35,6 +36,7 @@ class Finding:
     message: str
     run_id: str | None = None
     timing: str = "before"  # "before" the call ran, or "after" its outcome (post-outcome warning)
+    learned: tuple[str, ...] = ()  # the tool's learned volatile fields at that point
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,29 +48,28 @@ def replay(
     profiles: object = None,
 ) -> list[Finding]:
     """Findings for a call stream, in call order (``index`` is the call's 0-based position)."""
+    events: list[LoopEvent] = []
     guard = LoopGuard(config, store=MemoryStore(idle_ttl=None, max_sessions=None),
-                      profiles=profiles, sinks=())
-    guard.sinks.clear()  # a replay reports findings; it does not log like a live agent
+                      profiles=profiles)
+    guard.sinks[:] = [events.append]  # a replay reports findings; it does not log like a live agent
     findings: list[Finding] = []
     for index, call in enumerate(calls):
         call_id = f"replay-{index}"  # unique: transcripts may reuse ids, which would dedupe
-        before = guard.before_tool_call(call.tool_name, call.args, session=_SESSION,
-                                        run_id=call.run_id, call_id=call_id)
-        _collect(findings, before, index, call, "before")
-        after = guard.after_tool_call(call.tool_name, call.args, session=_SESSION,
-                                      result=call.result, error=call.error,
-                                      run_id=call.run_id, call_id=call_id)
-        _collect(findings, after, index, call, "after")
+        guard.before_tool_call(call.tool_name, call.args, session=_SESSION,
+                               run_id=call.run_id, call_id=call_id)
+        _collect(findings, events, index, call, "before")
+        guard.after_tool_call(call.tool_name, call.args, session=_SESSION, result=call.result,
+                              error=call.error, run_id=call.run_id, call_id=call_id)
+        _collect(findings, events, index, call, "after")
     return findings
 
 
-def _collect(findings: list[Finding], verdict: Verdict, index: int, call: ToolCall,
+def _collect(findings: list[Finding], events: list[LoopEvent], index: int, call: ToolCall,
              timing: str) -> None:
-    detection = verdict.detection
-    if verdict.action == "allow" or detection is None:
-        return
-    findings.append(Finding(
-        index=index, call_id=call.call_id, tool=verdict.tool_name or call.tool_name,
-        level=detection.level, action=verdict.action, detector=detection.detector,
-        count=detection.count, message=detection.message, run_id=call.run_id, timing=timing,
-    ))
+    for event in events:
+        findings.append(Finding(
+            index=index, call_id=call.call_id, tool=event.tool, level=event.level,
+            action=event.action, detector=event.detector, count=event.count,
+            message=event.message, run_id=call.run_id, timing=timing, learned=event.learned,
+        ))
+    events.clear()

@@ -578,13 +578,33 @@ _UNKNOWN_TOOL_PATTERNS: Final = (
 )
 
 
-def extract_unknown_tool(text: str) -> str | None:
+_NAME: Final = r"[\"'`]?([\w.:/-]*[\w])[\"'`]?"
+# The wordings of the frameworks loopwarden integrates with (LangChain/LangGraph, OpenAI Agents
+# SDK, Claude Code, MCP servers), with namespaced names such as `google:search` or
+# `mcp__server__tool` that OpenClaw's own pattern cannot capture.
+_EXTENDED_UNKNOWN_TOOL_PATTERNS: Final = (
+    re.compile(r"no such tool(?: available)?[:\s]+" + _NAME, re.IGNORECASE),
+    re.compile(r"unknown (?:tool|function)(?: name| id)?[:\s]+" + _NAME, re.IGNORECASE),
+    re.compile(r"no (?:tool|function) named\s+" + _NAME, re.IGNORECASE),
+    re.compile(_NAME + r" is not a valid tool", re.IGNORECASE),
+    re.compile(
+        r"(?:tool|function)\s+" + _NAME
+        + r"\s+(?:was\s+)?(?:not found|is not available|does not exist|is not registered)",
+        re.IGNORECASE,
+    ),
+)
+
+
+def extract_unknown_tool(text: str, *, extended: bool = False) -> str | None:
     """Lower-cased name of the missing tool an error complains about, else ``None`` (§c.8).
 
     Faithful to OpenClaw including its quirk: ``Unknown tool id: x`` yields ``"id"``.
+    ``extended`` (the ``early`` preset) first tries other frameworks' wordings and namespaced
+    names.
     """
     raw = text.strip()
-    for pattern in _UNKNOWN_TOOL_PATTERNS:
+    patterns = _EXTENDED_UNKNOWN_TOOL_PATTERNS + _UNKNOWN_TOOL_PATTERNS if extended else _UNKNOWN_TOOL_PATTERNS
+    for pattern in patterns:
         match = pattern.search(raw)
         if match:
             return match.group(1).lower()
@@ -722,6 +742,7 @@ def outcome_of(
     error: object = MISSING,
     *,
     registry: ProfileRegistry | None = None,
+    extended_unknown: bool = False,
 ) -> Outcome:
     """Hash one outcome following OpenClaw's order (§c.3); never raises.
 
@@ -730,7 +751,8 @@ def outcome_of(
     dict results from Python tools keep every field significant.
     """
     try:
-        return _outcome(tool_name, args, result, error, registry or default_registry)
+        return _outcome(tool_name, args, result, error, registry or default_registry,
+                        extended_unknown)
     except Exception:
         # Defensive: a hash of the raw value still lets identical outcomes match.
         return Outcome(_sha256_hex(canonical_json_slow((tool_name, result, error))))
@@ -742,13 +764,14 @@ def _outcome(
     result: object,
     error: object,
     registry: ProfileRegistry,
+    extended_unknown: bool = False,
 ) -> Outcome:
     if error is not MISSING and error is not None:
         text = error_text(error)
         return Outcome(
             "error:" + digest(text),
             no_progress=True,
-            unknown_tool_name=extract_unknown_tool(text),
+            unknown_tool_name=extract_unknown_tool(text, extended=extended_unknown),
         )
     profile = registry.get(tool_name)
     if not _is_mapping(result):

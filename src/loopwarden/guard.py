@@ -23,6 +23,7 @@ from .engine import LoopDetector
 from .events import EventSink, LoggingSink, LoopEvent, deliver
 from .fingerprint import Outcome
 from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
+from .learning import Leaves, learn, learned_for, learned_hash
 from .stores.base import Store
 from .stores.memory import MemoryStore
 from .types import MISSING, ToolCall
@@ -261,10 +262,11 @@ class LoopGuard:
         try:
             call = self.detector.prepare(tool_name, args)
             outcome = self.detector.outcome(call.tool_name, args, result, error)
+            leaves = self.detector.learnable_leaves(call.tool_name, args, result, error)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        step = self._run(session, lambda s: self._after(s, call, outcome, error, ctx),
+        step = self._run(session, lambda s: self._after(s, call, outcome, error, ctx, leaves),
                          fallback=lambda: _Step(Verdict("allow", tool_name=call.tool_name)))
         self._count("outcomes")
         return self._finish(step)
@@ -332,10 +334,11 @@ class LoopGuard:
         try:
             call = self.detector.prepare(tool_name, args)
             outcome = self.detector.outcome(call.tool_name, args, result, error)
+            leaves = self.detector.learnable_leaves(call.tool_name, args, result, error)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        step = await self._arun(session, lambda s: self._after(s, call, outcome, error, ctx),
+        step = await self._arun(session, lambda s: self._after(s, call, outcome, error, ctx, leaves),
                                 fallback=lambda: _Step(Verdict("allow", tool_name=call.tool_name)))
         self._count("outcomes")
         return await self._afinish(step)
@@ -437,19 +440,24 @@ class LoopGuard:
         if detection is not None and detection.level == "critical":
             detector.record_outcome_prepared(state, call, _VETO, call_id=ctx.call_id, run_id=ctx.run)
             verdict = Verdict("block", detection, call.tool_name, ctx.call_id)
-            return _Step(verdict, [self._event(ctx, call.tool_name, detection, "block")])
+            return _Step(verdict, [self._event(ctx, call.tool_name, detection, "block", state)])
         step = _Step(Verdict("allow", detection, call.tool_name, ctx.call_id))
         if detection is not None and self._should_warn(state, detection, call.tool_name, ctx.run):
             step.verdict = replace(step.verdict, action="warn")
-            step.events.append(self._event(ctx, call.tool_name, detection, "warn"))
+            step.events.append(self._event(ctx, call.tool_name, detection, "warn", state))
         if self.config.rolling_enabled:
             detector.record_prepared(state, call, call_id=ctx.call_id, run_id=ctx.run)
         return step
 
     def _after(
-        self, state: SessionState, call: Prospect, outcome: Outcome, error: Any, ctx: _Ctx
+        self, state: SessionState, call: Prospect, outcome: Outcome, error: Any, ctx: _Ctx,
+        leaves: Leaves | None = None,
     ) -> _Step:
         detector = self.detector
+        if leaves is not None and outcome.result_hash and outcome.outcome_kind is None:
+            volatile = learn(state.learned, call.tool_name, f"{ctx.run or ''}|{call.args_hash}", leaves)
+            if volatile:
+                outcome = replace(outcome, result_hash=learned_hash(leaves, volatile))
         record = detector.record_outcome_prepared(
             state, call, outcome, error=error, call_id=ctx.call_id, run_id=ctx.run
         )
@@ -467,10 +475,14 @@ class LoopGuard:
                 ))
                 return step
         if self.config.post_outcome_warnings and self.config.rolling_enabled and record is not None:
+            # Would the same call, made next, continue a loop? Tell the model now, on this
+            # result, instead of after it has made that call (a critical next call is still
+            # blocked before it runs).
             detection = detector.detect_prepared(state, call, run_id=ctx.run)
-            if detection is not None and self._should_warn(state, detection, call.tool_name, ctx.run):
+            if detection is not None and self._should_warn(state, detection, call.tool_name,
+                                                           ctx.run, any_level=True):
                 step.verdict = replace(step.verdict, action="warn", detection=detection)
-                step.events.append(self._event(ctx, call.tool_name, detection, "warn"))
+                step.events.append(self._event(ctx, call.tool_name, detection, "warn", state))
         return step
 
     def _arm(self, state: SessionState, run: str | None) -> _Step:
@@ -520,7 +532,7 @@ class LoopGuard:
             for i, (c, p) in enumerate(zip(calls, prepared, strict=True))
         )
         tctx = replace(ctx, call_id=calls[trigger].call_id)
-        event = self._event(tctx, call.tool_name, detection, "block")
+        event = self._event(tctx, call.tool_name, detection, "block", state)
         return BatchAdmission(verdicts, intervention, terminal), [event]
 
     def _admit_all(
@@ -533,7 +545,7 @@ class LoopGuard:
             verdict = Verdict("allow", d, p.tool_name, c.call_id)
             if d is not None and self._should_warn(state, d, p.tool_name, ctx.run):
                 verdict = replace(verdict, action="warn")
-                events.append(self._event(replace(ctx, call_id=c.call_id), p.tool_name, d, "warn"))
+                events.append(self._event(replace(ctx, call_id=c.call_id), p.tool_name, d, "warn", state))
             verdicts.append(verdict)
         if self.config.rolling_enabled:
             for c, p in zip(calls, prepared, strict=True):
@@ -541,10 +553,11 @@ class LoopGuard:
         return BatchAdmission(tuple(verdicts)), events
 
     def _should_warn(
-        self, state: SessionState, detection: Detection, tool: str, run: str | None
+        self, state: SessionState, detection: Detection, tool: str, run: str | None,
+        *, any_level: bool = False,
     ) -> bool:
         """OpenClaw's dampening, with buckets of ``warningThreshold`` calls (not a fixed 10)."""
-        if detection.level != "warning":
+        if detection.level != "warning" and not any_level:
             return False
         key = detection.warning_key or f"{detection.detector}:{tool}"
         if run:
@@ -552,12 +565,14 @@ class LoopGuard:
         return state.remember_warning(key, detection.count // self.config.warning_threshold)
 
     @staticmethod
-    def _event(ctx: _Ctx, tool: str, detection: Detection, action: str) -> LoopEvent:
+    def _event(ctx: _Ctx, tool: str, detection: Detection, action: str,
+               state: SessionState | None = None) -> LoopEvent:
         return LoopEvent(
             session=ctx.session, run=ctx.run, agent=ctx.agent, call_id=ctx.call_id, tool=tool,
             level=detection.level, action=action, detector=detection.detector,
             count=detection.count, message=detection.message,
             paired_tool=detection.paired_tool_name,
+            learned=learned_for(state.learned, tool) if state is not None else (),
         )
 
     # -- transactions, failure policy, delivery ----------------------------------------------

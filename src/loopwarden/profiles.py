@@ -14,6 +14,7 @@ a lock, so lookups from many threads never see a half-applied registration.
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -105,7 +106,10 @@ class ToolProfile:
     ``poll`` and ``send_like`` are either constants or predicates over the call's arguments.
     ``volatile_keys`` are result keys ignored (at any depth) when hashing outcomes.
     ``poll_critical_at_warning`` makes a known-poll loop critical at the warning threshold
-    (OpenClaw's ``wait``). ``_projection`` names a built-in outcome projection (``exec``,
+    (OpenClaw's ``wait``). ``mask_volatile`` forces masking of volatile spans (timestamps,
+    durations, ids, pids) in this tool's outcomes on (``True``) or off (``False``) whatever the
+    preset; ``None`` lets the preset decide. ``volatile_patterns`` are extra regular expressions
+    whose matches in this tool's outcomes are ignored. ``_projection`` names a built-in outcome projection (``exec``,
     ``process``, ``write``); it is internal and kept when a profile is re-registered.
     """
 
@@ -115,6 +119,8 @@ class ToolProfile:
     volatile_keys: frozenset[str] = frozenset()
     aliases: tuple[str, ...] = ()
     poll_critical_at_warning: bool = False
+    mask_volatile: bool | None = None
+    volatile_patterns: tuple[re.Pattern[str], ...] = ()
     _projection: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -123,12 +129,19 @@ class ToolProfile:
         # Accept any iterable from callers but store hashable, immutable forms.
         object.__setattr__(self, "volatile_keys", _key_set(self.volatile_keys))
         object.__setattr__(self, "aliases", _alias_tuple(self.name, self.aliases))
+        object.__setattr__(self, "volatile_patterns", _patterns(self.volatile_patterns))
 
     def is_poll(self, args: object) -> bool:
         return _evaluate(self.poll, args)
 
     def is_send_like(self, args: object) -> bool:
         return _evaluate(self.send_like, args)
+
+
+def _patterns(patterns: Iterable[str | re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
+    if isinstance(patterns, (str, re.Pattern)):
+        patterns = (patterns,)
+    return tuple(p if isinstance(p, re.Pattern) else re.compile(p) for p in patterns)
 
 
 def _evaluate(flag: bool | ArgsPredicate, args: object) -> bool:
@@ -187,6 +200,8 @@ class ProfileRegistry:
         volatile_keys: Iterable[str] = (),
         aliases: Iterable[str] = (),
         poll_critical_at_warning: bool = False,
+        mask_volatile: bool | None = None,
+        volatile_patterns: Iterable[str | re.Pattern[str]] = (),
     ) -> ToolProfile:
         """Create (or replace) the profile of ``name`` and return it."""
         profile = ToolProfile(
@@ -196,6 +211,8 @@ class ProfileRegistry:
             volatile_keys=_key_set(volatile_keys),
             aliases=(aliases,) if isinstance(aliases, str) else tuple(aliases),
             poll_critical_at_warning=poll_critical_at_warning,
+            mask_volatile=mask_volatile,
+            volatile_patterns=_patterns(volatile_patterns),
         )
         return self.add(profile)
 
@@ -233,18 +250,28 @@ class ProfileRegistry:
             return profile
 
     def get(self, tool_name: str) -> ToolProfile | None:
-        return self._snapshot.lookup.get(tool_name)
+        """The profile of a tool name or alias. An MCP-style namespaced name
+        (``mcp__server__tool``, ``server:tool``) falls back to the profile of its bare tool
+        name, so ``register("check_job", poll=True)`` also covers ``mcp__jobs__check_job``."""
+        lookup = self._snapshot.lookup
+        profile = lookup.get(tool_name)
+        if profile is None and ("__" in tool_name or ":" in tool_name):
+            bare = bare_tool_name(tool_name)
+            if bare != tool_name:
+                profile = lookup.get(bare)
+        return profile
 
     def canonical_name(self, tool_name: str) -> str:
+        """Aliases map to their tool (``bash`` → ``exec``); a namespaced name stays itself."""
         profile = self._snapshot.lookup.get(tool_name)
         return tool_name if profile is None else profile.name
 
     def is_known_poll(self, tool_name: str, args: object) -> bool:
-        profile = self._snapshot.lookup.get(tool_name)
+        profile = self.get(tool_name)
         return profile is not None and profile.is_poll(args)
 
     def is_send_like(self, tool_name: str, args: object) -> bool:
-        profile = self._snapshot.lookup.get(tool_name)
+        profile = self.get(tool_name)
         return profile is not None and profile.is_send_like(args)
 
     def names(self) -> tuple[str, ...]:
@@ -289,6 +316,15 @@ def _build_snapshot(profiles: dict[str, ToolProfile]) -> _Snapshot:
     return _Snapshot(profiles=profiles, lookup=lookup)
 
 
+def bare_tool_name(tool_name: str) -> str:
+    """``mcp__server__tool`` → ``tool``; ``server:tool`` → ``tool``; others unchanged."""
+    if tool_name.startswith("mcp__"):
+        return tool_name.rsplit("__", 1)[-1]
+    if ":" in tool_name:
+        return tool_name.rsplit(":", 1)[-1]
+    return tool_name
+
+
 def _action(args: object) -> object:
     return args.get("action") if isinstance(args, Mapping) else None
 
@@ -320,7 +356,32 @@ def _builtin_profiles() -> list[ToolProfile]:
         ToolProfile("sessions_send", send_like=True),
     ]
     builtins.extend(ToolProfile(name, send_like=_channel_send) for name in _CHANNEL_TOOLS)
+    builtins.extend(_ecosystem_profiles())
     return builtins
+
+
+def _empty_stdin(args: object) -> bool:
+    chars = args.get("chars") if isinstance(args, Mapping) else None
+    return not chars
+
+
+def _ecosystem_profiles() -> list[ToolProfile]:
+    """Tools the OpenClaw spec does not name, active in every preset. Their outputs carry fresh
+    timestamps, elapsed times or job ids on every call, so they mask volatile spans even under
+    the ``openclaw`` preset: otherwise a poll that never progresses never repeats an outcome."""
+    background_id = re.compile(r"(?i)\b(?:with|shell|bash|task|job)[ _]?id:?\s*[\w-]+")
+    polls = [ToolProfile(name, poll=True, mask_volatile=True)
+             for name in ("BashOutput", "TaskOutput", "AgentOutputTool")]
+    shells = [ToolProfile(name, mask_volatile=True)
+              for name in ("shell", "local_shell", "exec_command", "container.exec")]
+    return [
+        # Claude Code: background shells and sub-agent tasks are read by polling tools.
+        *polls,
+        ToolProfile("Bash", mask_volatile=True, volatile_patterns=(background_id,)),
+        # Codex CLI / OpenAI: shell tools report wall time; an empty stdin write is a poll.
+        *shells,
+        ToolProfile("write_stdin", poll=_empty_stdin, mask_volatile=True),
+    ]
 
 
 default_registry: Final = ProfileRegistry(_builtin_profiles())

@@ -8,6 +8,7 @@ counter, UUID or pid is recognised as no progress.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["VOLATILE_PATTERNS", "mask_value", "mask_volatile"]
@@ -29,9 +30,14 @@ VOLATILE_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 _QUICK = re.compile(r"\d")
 
 
-def mask_volatile(text: str) -> str:
-    """Replace every volatile span of ``text`` with ``#``."""
-    if not _QUICK.search(text):
+def mask_volatile(
+    text: str, extra: tuple[re.Pattern[str], ...] = (), *, builtin: bool = True
+) -> str:
+    """Replace every volatile span of ``text`` with ``#``: the built-in spans (unless
+    ``builtin`` is false) and the matches of a profile's ``extra`` patterns."""
+    for pattern in extra:
+        text = pattern.sub("#", text)
+    if not builtin or not _QUICK.search(text):
         return text
     for pattern in VOLATILE_PATTERNS:
         text = pattern.sub("#", text)
@@ -42,7 +48,9 @@ _MAX_DEPTH = 64
 _MAX_NODES = 50_000
 
 
-def mask_value(value: Any) -> Any:
+def mask_value(
+    value: Any, extra: tuple[re.Pattern[str], ...] = (), *, builtin: bool = True
+) -> Any:
     """A copy of a JSON-like value with volatile spans masked in every string leaf.
 
     Cycles, values past a modest depth or node budget, and anything that is not a
@@ -50,12 +58,13 @@ def mask_value(value: Any) -> Any:
     or to spend unbounded time.
     """
     budget = [_MAX_NODES]
-    return _mask(value, 0, set(), budget)
+    return _mask(value, 0, set(), budget, lambda text: mask_volatile(text, extra, builtin=builtin))
 
 
-def _mask(value: Any, depth: int, stack: set[int], budget: list[int]) -> Any:
+def _mask(value: Any, depth: int, stack: set[int], budget: list[int],
+          mask: Callable[[str], str]) -> Any:
     if isinstance(value, str):
-        return mask_volatile(value)
+        return mask(value)
     if not isinstance(value, (dict, list, tuple)) or depth >= _MAX_DEPTH or budget[0] <= 0:
         return value
     if id(value) in stack:
@@ -64,7 +73,7 @@ def _mask(value: Any, depth: int, stack: set[int], budget: list[int]) -> Any:
     stack.add(id(value))
     try:
         if isinstance(value, dict):
-            return {k: _mask(v, depth + 1, stack, budget) for k, v in value.items()}
-        return [_mask(v, depth + 1, stack, budget) for v in value]
+            return {k: _mask(v, depth + 1, stack, budget, mask) for k, v in value.items()}
+        return [_mask(v, depth + 1, stack, budget, mask) for v in value]
     finally:
         stack.discard(id(value))

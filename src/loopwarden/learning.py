@@ -1,0 +1,92 @@
+"""Learned volatile fields (``early`` preset): result fields that change on every otherwise
+identical outcome of a call are, after a few observations, ignored when hashing that tool's
+outcomes.
+
+A result is seen as leaves: ``path -> text``. When the same call (tool and arguments) returns
+again and only a few leaves differ, each differing path scores one observation; a text leaf that
+differs only in its numbers (``cpu 0.3%`` → ``cpu 0.5%``) scores for its digits instead of its
+whole text. At :data:`LEARN_AFTER` observations a path is learned for that tool, and from then on
+the outcome hash leaves it (or its digits) out. The learned set lives in the session state, so
+it is persisted by every store and shown in findings and events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .fingerprint import canonical_json
+
+__all__ = ["LEARN_AFTER", "Leaves", "learn", "learned_for", "learned_hash", "leaves_of"]
+
+LEARN_AFTER = 2
+MAX_DIFFERING = 3
+MAX_LEAVES = 256
+MAX_DEPTH = 16
+MAX_REMEMBERED_CALLS = 32
+DIGITS = "#digits"
+
+Leaves = dict[str, str]
+_NUMBERS = re.compile(r"\d+(?:[.,]\d+)?")
+
+
+def leaves_of(value: Any) -> Leaves:
+    """A bounded ``path -> text`` view of a JSON-like result (pure; never raises)."""
+    leaves: Leaves = {}
+    stack: list[tuple[str, Any, int]] = [("$", value, 0)]
+    while stack and len(leaves) < MAX_LEAVES:
+        path, node, depth = stack.pop()
+        if isinstance(node, Mapping) and depth < MAX_DEPTH:
+            stack.extend((f"{path}.{k}", v, depth + 1) for k, v in node.items() if isinstance(k, str))
+        elif isinstance(node, (list, tuple)) and depth < MAX_DEPTH:
+            stack.extend((f"{path}[{i}]", v, depth + 1) for i, v in enumerate(node))
+        elif isinstance(node, str):
+            leaves[path] = node
+        else:
+            leaves[path] = canonical_json(node).decode("utf-8", "replace")
+    return leaves
+
+
+def learned_for(learned: Mapping[str, Any], tool: str) -> tuple[str, ...]:
+    """The learned volatile paths of ``tool`` (``path`` or ``path#digits``), sorted."""
+    return tuple(sorted(learned.get("volatile", {}).get(tool, ())))
+
+
+def learn(learned: dict[str, Any], tool: str, key: str, leaves: Leaves) -> tuple[str, ...]:
+    """Compare with the last outcome of the same call ``key``, score differing paths, remember
+    this outcome, and return the tool's learned paths. Mutates ``learned`` (session state)."""
+    last_by_call: dict[str, Leaves] = learned.setdefault("last", {})
+    previous = last_by_call.pop(key, None)
+    last_by_call[key] = leaves
+    while len(last_by_call) > MAX_REMEMBERED_CALLS:
+        del last_by_call[next(iter(last_by_call))]
+    volatile: dict[str, list[str]] = learned.setdefault("volatile", {})
+    known = set(volatile.get(tool, ()))
+    if previous is None or previous.keys() != leaves.keys():
+        return tuple(sorted(known))
+    differing = [p for p in leaves if previous[p] != leaves[p] and p not in known
+                 and f"{p}{DIGITS}" not in known]
+    if not differing or len(differing) > MAX_DIFFERING:
+        return tuple(sorted(known))
+    scores: dict[str, int] = learned.setdefault("scores", {}).setdefault(tool, {})
+    for path in differing:
+        same_shape = _NUMBERS.sub("#", previous[path]) == _NUMBERS.sub("#", leaves[path])
+        marker = f"{path}{DIGITS}" if same_shape else path
+        scores[marker] = scores.get(marker, 0) + 1
+        if scores[marker] >= LEARN_AFTER:
+            known.add(marker)
+    volatile[tool] = sorted(known)
+    return tuple(volatile[tool])
+
+
+def learned_hash(leaves: Leaves, volatile: tuple[str, ...]) -> str:
+    """The outcome hash with learned paths left out (or their digits masked)."""
+    dropped = {p for p in volatile if not p.endswith(DIGITS)}
+    digits = {p[: -len(DIGITS)] for p in volatile if p.endswith(DIGITS)}
+    kept = {
+        path: (_NUMBERS.sub("#", text) if path in digits else text)
+        for path, text in leaves.items() if path not in dropped
+    }
+    return hashlib.sha256(canonical_json(kept)).hexdigest()
