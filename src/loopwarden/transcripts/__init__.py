@@ -1,0 +1,177 @@
+"""Read saved agent transcripts as streams of :class:`~loopwarden.types.ToolCall`.
+
+One reader per format, each yielding the transcript's tool calls in call order with their
+results paired by call id and their run (user turn) ids::
+
+    from loopwarden.transcripts import iter_transcript_files, read_transcript
+
+    for path in iter_transcript_files(["~/.openclaw/agents"]):
+        for call in read_transcript(path, on_problem=print):
+            ...
+
+Broken input never raises: a malformed line is reported as a :class:`ReadProblem` (file and
+line) and skipped; an unreadable or unrecognised file is one problem and no calls. Each
+reader module documents how it maps its format's results, errors and runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from loopwarden.transcripts import (
+    claude_code,
+    claude_code_md,
+    loopwarden_jsonl,
+    openai_chat,
+    openclaw,
+    openhands,
+    swe_agent,
+)
+from loopwarden.transcripts._common import (
+    CallbackError,
+    ProblemCallback,
+    ReadProblem,
+    Reporter,
+)
+from loopwarden.transcripts._detect import detect_format
+from loopwarden.types import ToolCall
+
+__all__ = [
+    "FORMATS",
+    "ReadProblem",
+    "detect_format",
+    "iter_transcript_files",
+    "read_transcript",
+]
+
+_Reader = Callable[[Path, Reporter], Iterator[ToolCall]]
+
+_READERS: dict[str, _Reader] = {
+    "openclaw": openclaw.read,
+    "claude-code": claude_code.read,
+    "claude-code-md": claude_code_md.read,
+    "openai-chat": openai_chat.read,
+    "swe-agent": swe_agent.read,
+    "openhands": openhands.read,
+    "loopwarden": loopwarden_jsonl.read,
+}
+
+FORMATS: tuple[str, ...] = tuple(_READERS)
+
+# Hidden folders are skipped when walking, except the ones agents keep their sessions in.
+_HIDDEN_TRANSCRIPT_DIRS = (".openclaw", ".claude", ".openhands")
+_NOT_TRANSCRIPTS = frozenset(
+    {
+        # images, audio, video
+        ".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".ico", ".svg", ".tif", ".tiff",
+        ".heic", ".mp3", ".wav", ".ogg", ".flac", ".m4a", ".mp4", ".mov", ".avi", ".mkv",
+        ".webm",
+        # archives, binaries, documents, databases
+        ".zip", ".gz", ".tgz", ".bz2", ".xz", ".zst", ".7z", ".rar", ".tar", ".whl", ".jar",
+        ".so", ".dylib", ".dll", ".exe", ".bin", ".o", ".a", ".pyc", ".pyo", ".class",
+        ".pdf", ".doc", ".docx", ".xls", ".xlsx", ".ppt", ".pptx", ".db", ".sqlite",
+        ".sqlite3", ".parquet", ".npy", ".npz", ".pkl", ".pt", ".safetensors",
+        ".ttf", ".otf", ".woff", ".woff2",
+    }
+)  # fmt: skip
+
+
+def read_transcript(
+    path: str | Path,
+    format: str | None = "auto",
+    *,
+    on_problem: ProblemCallback | None = None,
+) -> Iterator[ToolCall]:
+    """Yield the tool calls of one transcript file, in call order.
+
+    ``format`` is one of :data:`FORMATS` or ``"auto"``/None (recognised from the content). Problems
+    go to ``on_problem``, or to the ``loopwarden.transcripts`` logger when it is None; the
+    iterator itself never raises for a bad file. An exception raised by ``on_problem`` is
+    passed through, so a caller can make problems fatal. An unknown ``format`` name is a
+    programming error and raises :class:`ValueError` at once.
+    """
+    if format is None:
+        format = "auto"
+    if format != "auto" and format not in _READERS:
+        raise ValueError(f"unknown transcript format {format!r}; expected one of {FORMATS}")
+    return _read(Path(path), format, on_problem)
+
+
+def _read(path: Path, format: str, on_problem: ProblemCallback | None) -> Iterator[ToolCall]:
+    report = Reporter(str(path), on_problem)
+    try:
+        yield from _read_guarded(path, format, report)
+        report.finish()
+    except CallbackError as exc:
+        raise exc.original from None
+
+
+def _read_guarded(path: Path, format: str, report: Reporter) -> Iterator[ToolCall]:
+    try:
+        if not _readable(path, report):
+            return
+        name = format if format != "auto" else detect_format(path)
+        if name is None:
+            empty = path.stat().st_size == 0
+            report(None, "empty file" if empty else "not a recognised transcript format")
+            return
+        yield from _READERS[name](path, report)
+    except CallbackError:
+        raise
+    except OSError as exc:
+        report(None, f"cannot read file: {exc.strerror or exc}")
+    except Exception as exc:  # a reader bug must not abort a scan of many files
+        report(None, f"reader failed: {type(exc).__name__}: {exc}")
+
+
+def _readable(path: Path, report: Reporter) -> bool:
+    if not path.exists():
+        report(None, "no such file")
+        return False
+    if not path.is_file():
+        report(None, "not a regular file")
+        return False
+    with path.open("rb"):
+        pass  # raises OSError (permissions) before any reader runs
+    return True
+
+
+def iter_transcript_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    """Expand files and folders into candidate transcript files.
+
+    Folders are walked recursively in sorted order, skipping hidden files and folders (except
+    agent session homes such as ``.openclaw`` and ``.claude``) and files that are obviously not
+    transcripts (images, archives, binaries). Files named explicitly are always yielded, even
+    when missing, so that reading them reports the problem. Whether a file really is a
+    transcript is decided from its content: :func:`detect_format` returns None for the rest.
+    Each file is yielded once.
+    """
+    seen: set[Path] = set()
+    for given in paths:
+        root = Path(given).expanduser()
+        found = _walk(root) if root.is_dir() else iter((root,))
+        for path in found:
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                yield path
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    files: list[Path] = []
+    for folder, dirnames, filenames in os.walk(root):
+        dirnames[:] = [name for name in dirnames if _visible_dir(name)]
+        base = Path(folder)
+        files.extend(
+            base / name
+            for name in filenames
+            if not name.startswith(".") and Path(name).suffix.lower() not in _NOT_TRANSCRIPTS
+        )
+    files.sort(key=lambda path: path.relative_to(root).parts)
+    yield from files
+
+
+def _visible_dir(name: str) -> bool:
+    return not name.startswith(".") or name.startswith(_HIDDEN_TRANSCRIPT_DIRS)

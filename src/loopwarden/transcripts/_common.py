@@ -1,0 +1,282 @@
+"""Plumbing shared by the readers: problem reporting, JSON loading, call/result pairing."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loopwarden.types import MISSING, ToolCall
+
+__all__ = [
+    "CallQueue",
+    "ProblemCallback",
+    "ReadProblem",
+    "Reporter",
+    "content_text",
+    "first_line_is_object",
+    "iter_json_lines",
+    "load_json_document",
+    "parse_json_args",
+]
+
+logger = logging.getLogger("loopwarden.transcripts")
+
+#: A file that is broken everywhere (binary junk read with an explicit format) would otherwise
+#: flood the caller with one problem per line.
+MAX_PROBLEMS_PER_FILE = 50
+
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadProblem:
+    """Something in a transcript that could not be read; the reader skipped it and went on."""
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.message}"
+
+
+ProblemCallback = Callable[[ReadProblem], None]
+
+
+class CallbackError(Exception):
+    """Carries an exception raised by the caller's ``on_problem`` through the safety net.
+
+    The defensive wrapper around every reader swallows reader bugs, but a callback that raises
+    is the caller asking to stop (a strict mode), so that exception must reach the caller.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+class Reporter:
+    """Sends problems of one file to the caller's callback, or to the log, with a cap."""
+
+    __slots__ = ("_sink", "count", "path")
+
+    def __init__(self, path: str, sink: ProblemCallback | None) -> None:
+        self.path = path
+        self._sink = sink
+        self.count = 0
+
+    def __call__(self, line: int | None, message: str) -> None:
+        self.count += 1
+        if self.count <= MAX_PROBLEMS_PER_FILE:
+            self._emit(ReadProblem(self.path, line, message))
+
+    def finish(self) -> None:
+        """Report how many problems the cap swallowed, once, at the end of the file."""
+        hidden = self.count - MAX_PROBLEMS_PER_FILE
+        if hidden > 0:
+            self._emit(ReadProblem(self.path, None, f"{hidden} more problems not reported"))
+
+    def _emit(self, problem: ReadProblem) -> None:
+        if self._sink is None:
+            logger.warning("%s", problem)
+            return
+        try:
+            self._sink(problem)
+        except Exception as exc:
+            raise CallbackError(exc) from exc
+
+
+def _loads(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        # orjson refuses NaN/Infinity, which Python's json writes by default.
+        return json.loads(data.decode("utf-8"))
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}"
+    return f"invalid JSON ({exc})"
+
+
+def iter_json_lines(path: Path, report: Reporter) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` for each JSON object line; report and skip the others."""
+    loads = orjson.loads
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                obj = loads(raw)  # the hot path: one C call per line
+            except orjson.JSONDecodeError:
+                obj = _slow_line(raw, lineno, report)
+                if obj is None:
+                    continue
+            if type(obj) is not dict:
+                report(lineno, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            yield lineno, obj
+
+
+def _slow_line(raw: bytes, lineno: int, report: Reporter) -> Any:
+    """Decode a line orjson refused: blank, BOM, NaN, or broken (reported; None)."""
+    if lineno == 1 and raw.startswith(_BOM):
+        raw = raw[len(_BOM) :]
+    if not raw.strip():
+        return None
+    try:
+        return _loads(raw)
+    except (ValueError, RecursionError) as exc:
+        report(lineno, _describe(exc))
+        return None
+
+
+def first_line_is_object(path: Path) -> bool:
+    """True for JSONL-style files: the first non-blank line alone is a JSON object.
+
+    A pretty-printed document starts with a bare ``[`` or ``{`` line and answers False.
+    """
+    with path.open("rb") as fh:
+        for raw in fh:
+            if raw.strip():
+                try:
+                    return type(orjson.loads(raw)) is dict
+                except orjson.JSONDecodeError:
+                    return False
+    return False
+
+
+def load_json_document(path: Path, report: Reporter) -> Any:
+    """Parse a whole-file JSON document; report and return MISSING when it is not one.
+
+    An empty file is an empty transcript, not a broken one: MISSING without a problem.
+    """
+    data = path.read_bytes()
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
+    if not data.strip():
+        return MISSING
+    try:
+        return _loads(data)
+    except (ValueError, RecursionError) as exc:
+        line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
+        report(line, _describe(exc))
+        return MISSING
+
+
+def parse_json_args(raw: Any) -> Any:
+    """Decode function-call arguments that arrive as a JSON string; keep anything else as is.
+
+    Arguments that are not valid JSON (a model's truncated output) stay the raw string, so two
+    identical broken calls still look identical to the detectors.
+    """
+    if not isinstance(raw, str):
+        return {} if raw is None else raw
+    if not raw.strip():
+        return {}
+    try:
+        return _loads(raw.encode("utf-8"))
+    except (ValueError, RecursionError):
+        return raw
+
+
+def content_text(content: Any) -> str:
+    """Flatten message content (a string or a list of content blocks) to the text a model saw.
+
+    Text blocks are joined with newlines and every non-text block becomes ``[<type>]``, the
+    way the corpus' normalised twins spell it.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return str(content)
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            text = block.get("text")
+            if block.get("type", "text") == "text" and isinstance(text, str):
+                parts.append(text)
+            else:
+                parts.append(f"[{block.get('type', 'block')}]")
+    return "\n".join(parts)
+
+
+class _Slot:
+    __slots__ = ("call", "done")
+
+    def __init__(self, call: ToolCall, done: bool) -> None:
+        self.call = call
+        self.done = done
+
+
+class CallQueue:
+    """Holds calls in call order until their results arrive, pairing results by call id.
+
+    A call is released once it and every call before it are settled, so the output keeps call
+    order while memory stays bounded by the calls of one file. Two open calls may share an id
+    (some providers reuse them); results then settle them oldest first.
+    """
+
+    __slots__ = ("_order", "_pending", "_reused")
+
+    def __init__(self) -> None:
+        self._order: deque[_Slot] = deque()
+        self._pending: dict[str, _Slot] = {}  # oldest open call per key
+        self._reused: dict[str, deque[_Slot]] = {}  # younger open calls with the same key
+
+    def add(self, call: ToolCall, *, settled: bool = False, key: str | None = None) -> None:
+        """Queue a call; an open call is settled later by ``key`` (default: its call id)."""
+        slot = _Slot(call, settled)
+        self._order.append(slot)
+        if key is None:
+            key = call.call_id
+        if settled or key is None:
+            return
+        if key in self._pending:
+            self._reused.setdefault(key, deque()).append(slot)
+        else:
+            self._pending[key] = slot
+
+    def settle(self, key: str | None, result: Any, error: str | None) -> bool:
+        """Attach a result to the oldest open call with ``key``; False when there is none."""
+        slot = self._pending.pop(key, None) if key is not None else None
+        if slot is None:
+            return False
+        if self._reused and key in self._reused:
+            younger = self._reused[key]
+            self._pending[key] = younger.popleft()
+            if not younger:
+                del self._reused[key]
+        call = slot.call
+        call.result = result
+        call.error = error
+        slot.done = True
+        return True
+
+    def ready(self) -> Iterator[ToolCall]:
+        """Release the settled calls at the head of the queue."""
+        order = self._order
+        while order and order[0].done:
+            yield order.popleft().call
+
+    def drain(self) -> Iterator[ToolCall]:
+        """Release everything; calls still open keep ``result=MISSING``."""
+        self._pending.clear()
+        self._reused.clear()
+        while self._order:
+            yield self._order.popleft().call

@@ -1,0 +1,208 @@
+"""Recognise a transcript's format from its content, never from its file name.
+
+Order of evidence, cheapest first:
+1. the Markdown export's header;
+2. the first complete lines, when they are JSON objects (JSONL formats, compact documents);
+3. the first 64 KB of a larger JSON document, cut back to its last complete value and closed,
+   which shows the document's leading structure (top-level keys, first events);
+4. when that is still inconclusive (a long leading value), the whole first line of a JSONL
+   file or the whole document, up to a size cap.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loopwarden.transcripts import (
+    claude_code,
+    claude_code_md,
+    loopwarden_jsonl,
+    openai_chat,
+    openclaw,
+    openhands,
+    swe_agent,
+)
+
+__all__ = ["HEAD_BYTES", "detect_format"]
+
+logger = logging.getLogger("loopwarden.transcripts")
+
+HEAD_BYTES = 64 * 1024
+#: Whole-document fallback limit; larger files must be recognisable from their head.
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+_MAX_LINES = 20
+
+# Record-level sniffers for JSONL, most specific first.
+_RECORD_SNIFFERS: tuple[tuple[str, Callable[[dict[str, Any]], bool]], ...] = (
+    ("openclaw", openclaw.sniff),
+    ("claude-code", claude_code.sniff),
+    ("loopwarden", loopwarden_jsonl.sniff),
+    ("swe-agent", swe_agent.sniff),
+    ("openhands", openhands.sniff),
+    ("openai-chat", openai_chat.sniff),
+)
+# Document-level sniffers: SWE-agent and OpenHands documents contain chat messages too, so
+# they are asked before the chat reader.
+_DOCUMENT_SNIFFERS: tuple[tuple[str, Callable[[Any], bool]], ...] = (
+    ("swe-agent", swe_agent.sniff),
+    ("openhands", openhands.sniff),
+    ("openai-chat", openai_chat.sniff),
+)
+# A string, a structural character, or a lone quote: a string the head cut short.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]|"', re.DOTALL)
+_CLOSERS = {"[": "]", "{": "}"}
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+def detect_format(path: str | Path) -> str | None:
+    """The format name of the transcript at ``path`` (see ``FORMATS``), or None."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
+            whole = not fh.read(1)
+        text = _decode(head)
+        if text is None:
+            return None
+        found = _from_head(text, whole)
+        if found is None and not whole:
+            found = _from_document(path)
+        return found
+    except (OSError, ValueError, RecursionError):
+        return None
+    except Exception:  # a sniffer bug must not break a scan; the file is just unrecognised
+        logger.debug("format detection failed for %s", path, exc_info=True)
+        return None
+
+
+def _decode(head: bytes) -> str | None:
+    """The head as text, or None for binary data.
+
+    A few NUL or undecodable bytes (a cut multi-byte character, one line corrupted by a crash)
+    do not make a transcript binary; NULs at the very start or a high share of them do.
+    """
+    if b"\x00" in head[:1024]:
+        return None
+    # surrogateescape turns each undecodable byte into a lone surrogate, which valid UTF-8
+    # never produces (unlike U+FFFD, which real tool output does contain).
+    text = head.decode("utf-8", errors="surrogateescape")
+    if len(_UNDECODABLE.findall(text)) + text.count("\x00") > len(text) // 100 + 1:
+        return None
+    return text
+
+
+def _from_head(text: str, whole: bool) -> str | None:
+    if claude_code_md.sniff(text[:4096]):
+        return "claude-code-md"
+    body = text.lstrip("\ufeff \t\r\n")
+    if not body.startswith(("{", "[")):
+        return None
+    records = _leading_records(body, whole)
+    if records:
+        return _classify_records(records)
+    if whole:
+        found = _classify_text(body)
+        if found is not None:
+            return found  # else a truncated document: its leading part still shows the format
+    prefix = _closed_prefix(body)
+    return None if prefix is None else _classify_text(prefix)
+
+
+def _leading_records(body: str, whole: bool) -> list[dict[str, Any]]:
+    """The first lines that are complete JSON objects (empty unless the file is JSONL-like)."""
+    lines = body.split("\n")
+    if not whole:
+        lines.pop()  # may be cut short
+    records: list[dict[str, Any]] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            break
+        if not isinstance(value, dict):
+            break
+        records.append(value)
+        if len(records) >= _MAX_LINES:
+            break
+    return records
+
+
+def _classify_records(records: list[dict[str, Any]]) -> str | None:
+    for record in records:
+        for name, sniff in _RECORD_SNIFFERS:
+            if sniff(record):
+                return name
+    return None
+
+
+def _classify_text(text: str) -> str | None:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            value = json.loads(text)  # NaN and friends
+        except ValueError:
+            return None
+    return _classify_document(value)
+
+
+def _classify_document(value: Any) -> str | None:
+    for name, sniff in _DOCUMENT_SNIFFERS:
+        if sniff(value):
+            return name
+    if isinstance(value, dict):
+        return _classify_records([value])
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return _classify_records([item for item in value[:_MAX_LINES] if isinstance(item, dict)])
+    return None
+
+
+def _closed_prefix(body: str) -> str | None:
+    """Cut a JSON text that was truncated mid-way back to valid JSON.
+
+    Everything up to the last comma outside strings is complete, so cutting there and closing
+    the brackets still open at that point yields a document with the same leading structure.
+    """
+    stack: list[str] = []
+    cut: tuple[int, str] | None = None
+    for match in _TOKENS.finditer(body):
+        token = match.group()
+        if token == '"':
+            break
+        if token in _CLOSERS:
+            stack.append(_CLOSERS[token])
+        elif token in ("]", "}"):
+            if not stack:
+                return None
+            stack.pop()
+        elif token == ",":
+            cut = (match.start(), "".join(reversed(stack)))
+    if cut is None:
+        return None
+    end, closers = cut
+    return body[:end] + closers
+
+
+def _from_document(path: Path) -> str | None:
+    """Last resort for a file whose first value is longer than the head: read it whole."""
+    if path.stat().st_size > MAX_DOCUMENT_BYTES:
+        return None
+    with path.open("rb") as fh:
+        first = fh.readline()
+        try:
+            value = orjson.loads(first)
+        except orjson.JSONDecodeError:
+            value = None  # a pretty-printed document: its first line is a bare bracket
+        if isinstance(value, dict):
+            return _classify_records([value])
+        fh.seek(0)
+        return _classify_text(fh.read().decode("utf-8", errors="replace"))
