@@ -1,0 +1,166 @@
+"""Thresholds from good runs, with a false-alarm bound (split-conformal calibration).
+
+Each good run gets one *score* per threshold: the largest count the detectors behind that
+threshold reached anywhere in the run. If a new good run is exchangeable with the ``n``
+calibration runs, its score exceeds the ``ceil((n + 1)(1 - a))``-th smallest calibration score
+with probability at most ``a`` — so a threshold one above that order statistic fires on at most
+``a`` of good runs. The warning budget ``alpha`` is split over the thresholds that can warn, the
+stricter block budget over those that can block (a union bound), so the guarantee holds for
+"any warning" and "any block" in a run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import LoopDetectionConfig
+from .detectors import Facts, Limits, Prospect
+from .engine import LoopDetector
+from .history import SessionState, normalize_run_id
+from .types import ToolCall
+
+__all__ = ["Calibration", "CalibrationError", "RunScores", "calibrate", "score_run"]
+
+MIN_WARNING = 3
+MIN_UNKNOWN_TOOL = 2
+
+
+class CalibrationError(ValueError):
+    """Too few good runs for the requested bound, or no runs at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunScores:
+    """The largest count each threshold's detectors reached in one good run."""
+
+    warning: int = 0  # generic repeat / known poll / ping-pong counts (warning threshold)
+    critical: int = 0  # identical-outcome streaks and stable ping-pong (critical threshold)
+    unknown_tool: int = 0
+    error_repeat: int = 0
+
+
+def score_run(calls: Iterable[ToolCall], config: LoopDetectionConfig | None = None,
+              profiles: object = None) -> RunScores:
+    """Measure one run with the real detectors, thresholds out of reach (nothing is blocked)."""
+    base = config or LoopDetectionConfig()
+    detector = LoopDetector(base.with_overrides(enabled=True, detectors={"errorRepeat": True}),
+                            profiles)
+    limits = Limits(error_repeat_on=True)
+    state = SessionState()
+    scores = [0, 0, 0, 0]
+
+    def measure(prospect: Prospect, run: str | None) -> None:
+        facts = Facts.measure(state, run, prospect, limits)
+        np_count, pp = facts.no_progress.count, facts.ping_pong.count
+        generic = np_count if prospect.known_poll else facts.recent
+        scores[0] = max(scores[0], generic, pp, facts.churn.count)
+        scores[1] = max(scores[1], np_count, facts.errors.count,
+                        pp if facts.ping_pong.no_progress_evidence else 0)
+        scores[2] = max(scores[2], facts.unknown.count)
+        scores[3] = max(scores[3], facts.errors.count)
+
+    for i, call in enumerate(calls):
+        run = normalize_run_id(call.run_id)
+        prospect = detector.prepare(call.tool_name, call.args)
+        measure(prospect, run)
+        cid = f"cal-{i}"
+        detector.record_prepared(state, prospect, call_id=cid, run_id=run)
+        detector.record_outcome(state, call.tool_name, call.args, result=call.result,
+                                error=call.error, call_id=cid, run_id=run)
+        if base.post_outcome_warnings:
+            measure(prospect, run)  # the post-outcome check asks about the same call again
+    return RunScores(*scores)
+
+
+def _conformal_threshold(scores: Sequence[int], alpha: float, what: str) -> int:
+    n = len(scores)
+    rank = math.ceil((n + 1) * (1 - alpha))
+    if rank > n:
+        needed = math.ceil((1 - alpha) / alpha)
+        raise CalibrationError(
+            f"{n} good runs are too few to bound {what} at {alpha:.4g}: need at least {needed} "
+            f"(the bound needs ceil((n+1)(1-a)) <= n). Add runs or raise --alpha/--block-alpha."
+        )
+    return sorted(scores)[rank - 1] + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    runs: int
+    alpha: float
+    block_alpha: float
+    warning_threshold: int
+    critical_threshold: int
+    global_circuit_breaker_threshold: int
+    unknown_tool_threshold: int
+    error_repeat_threshold: int
+    budgets: dict[str, float] = field(default_factory=dict)
+
+    def config_block(self) -> dict[str, Any]:
+        """The ``tools.loopDetection`` block to paste into an OpenClaw/loopwarden config."""
+        return {
+            "enabled": True,
+            "warningThreshold": self.warning_threshold,
+            "criticalThreshold": self.critical_threshold,
+            "globalCircuitBreakerThreshold": self.global_circuit_breaker_threshold,
+            "unknownToolThreshold": self.unknown_tool_threshold,
+            "errorRepeatThreshold": self.error_repeat_threshold,
+            "detectors": {"errorRepeat": True},
+        }
+
+    def config(self, base: LoopDetectionConfig | None = None) -> LoopDetectionConfig:
+        block = self.config_block()
+        if base is None:
+            return LoopDetectionConfig.model_validate(block)
+        return base.with_overrides(**block)
+
+    @property
+    def guarantee(self) -> str:
+        return (
+            f"If a new good run is exchangeable with these {self.runs}, it gets any loop warning "
+            f"with probability <= {self.alpha:g} and any block with probability <= "
+            f"{self.block_alpha:g} (split-conformal quantiles, union bound over thresholds)."
+        )
+
+
+def calibrate(scores: Sequence[RunScores], *, alpha: float = 0.05,
+              block_alpha: float | None = None) -> Calibration:
+    """Thresholds such that at most ``alpha`` of good runs warn and ``block_alpha`` (default
+    ``alpha / 5``) block."""
+    if not scores:
+        raise CalibrationError("no good runs to calibrate on")
+    if not 0 < alpha < 1:
+        raise CalibrationError(f"alpha must be between 0 and 1 (got {alpha})")
+    beta = alpha / 5 if block_alpha is None else block_alpha
+    if not 0 < beta <= alpha:
+        raise CalibrationError(f"block alpha must be in (0, alpha] (got {beta})")
+    # Thresholds that can raise a warning: the shared warning threshold, error repeat, and
+    # unknown-tool (which blocks without warning first). Blocks: critical and unknown-tool.
+    budgets = {
+        "warningThreshold": alpha / 3,
+        "errorRepeatThreshold": alpha / 3,
+        "unknownToolThreshold": min(alpha / 3, beta / 2),
+        "criticalThreshold": beta / 2,
+    }
+    warning = _conformal_threshold([s.warning for s in scores], budgets["warningThreshold"],
+                                   "warnings")
+    errors = _conformal_threshold([s.error_repeat for s in scores],
+                                  budgets["errorRepeatThreshold"], "error-repeat warnings")
+    unknown = _conformal_threshold([s.unknown_tool for s in scores],
+                                   budgets["unknownToolThreshold"], "unknown-tool blocks")
+    critical = _conformal_threshold([s.critical for s in scores], budgets["criticalThreshold"],
+                                    "blocks")
+    # Floors keep the config sane (two identical reads are not a loop); raising a threshold
+    # only makes alarms rarer, so the bound still holds. A critical stays above the warning.
+    warning = max(warning, MIN_WARNING)
+    critical = max(critical, warning + 1)
+    return Calibration(
+        runs=len(scores), alpha=alpha, block_alpha=beta,
+        warning_threshold=warning, critical_threshold=critical,
+        global_circuit_breaker_threshold=max(critical + 1, critical * 3 // 2),
+        unknown_tool_threshold=max(unknown, MIN_UNKNOWN_TOOL),
+        error_repeat_threshold=max(errors, MIN_WARNING), budgets=budgets,
+    )

@@ -1,0 +1,68 @@
+"""``loopwarden calibrate``: thresholds from transcripts of good runs, with a false-alarm bound."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .calibration import CalibrationError, calibrate, score_run
+from .cli_scan import resolve_config
+from .config import PRESETS, ConfigError
+from .transcripts import ReadProblem, iter_transcript_files, read_transcript
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate_command)
+
+
+def calibrate_command(
+    paths: Annotated[list[Path], typer.Argument(help="Transcripts (files or folders) of GOOD runs.")],
+    alpha: Annotated[float, typer.Option(help="Largest share of good runs that may get a warning.")] = 0.05,
+    block_alpha: Annotated[float | None, typer.Option(
+        "--block-alpha", help="Largest share of good runs that may get a block (default alpha/5).")] = None,
+    config_path: Annotated[Path | None, typer.Option(
+        "--config", help="OpenClaw config whose tools.loopDetection is the starting point.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Agent override to apply (with --config).")] = None,
+    preset: Annotated[str | None, typer.Option(
+        help=f"Preset whose normalisation to measure with: {' | '.join(sorted(PRESETS))}.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Choose thresholds by split-conformal calibration on good runs (one transcript = one run)."""
+    err = Console(stderr=True)
+    if preset is not None and preset not in PRESETS:
+        raise typer.BadParameter(f"expected one of: {', '.join(sorted(PRESETS))}", param_hint="--preset")
+    try:
+        base = resolve_config(config_path, agent, preset)
+    except ConfigError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    problems: list[ReadProblem] = []
+    scores = []
+    for path in iter_transcript_files(paths):
+        calls = list(read_transcript(path, on_problem=problems.append))
+        if calls:
+            scores.append(score_run(calls, base))
+    for problem in problems[:20]:
+        err.print(f"[yellow]skipped[/yellow] {problem.path}:{problem.line or '-'}: {problem.message}",
+                  highlight=False)
+    try:
+        result = calibrate(scores, alpha=alpha, block_alpha=block_alpha)
+    except CalibrationError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    block = {"tools": {"loopDetection": {**result.config_block(), "preset": base.preset}}}
+    if as_json:
+        typer.echo(json.dumps({"runs": result.runs, "alpha": result.alpha,
+                               "blockAlpha": result.block_alpha, "budgets": result.budgets,
+                               "config": block, "guarantee": result.guarantee}, indent=2))
+        return
+    out = Console()
+    out.print(f"Calibrated on {result.runs} good runs.", highlight=False)
+    out.print(json.dumps(block, indent=2), highlight=False)
+    out.print(result.guarantee, highlight=False)
