@@ -562,7 +562,10 @@ class LoopGuard:
         key = detection.warning_key or f"{detection.detector}:{tool}"
         if run:
             key = f"{run}:{key}"
-        return state.remember_warning(key, detection.count // self.config.warning_threshold)
+        # A detector with its own lower threshold (error repeat, a post-outcome critical) still
+        # gets its first bucket.
+        bucket = max(1, detection.count // self.config.warning_threshold)
+        return state.remember_warning(key, bucket)
 
     @staticmethod
     def _event(ctx: _Ctx, tool: str, detection: Detection, action: str,
