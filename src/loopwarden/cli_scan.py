@@ -1,0 +1,387 @@
+"""``loopwarden scan`` and ``loopwarden eval``: replay saved transcripts through the guard.
+
+matplotlib is imported only for ``scan --html``, so this module loads without the ``report``
+extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from .config import PRESETS, ConfigError, LoopDetectionConfig, load_config
+from .evaluation import (
+    EvalReport,
+    GroupMetrics,
+    LabelError,
+    evaluate,
+    fraction,
+    load_labels,
+    markdown_table,
+)
+from .report.scan import FileScan, scan_file
+from .transcripts import FORMATS, iter_transcript_files
+
+if TYPE_CHECKING:
+    from .report.html import HtmlReport
+
+__all__ = ["register", "resolve_config"]
+
+#: Below this many files a progress bar would only flicker.
+PROGRESS_MIN_FILES = 10
+
+
+def _one_of(choices: Sequence[str]) -> Callable[[str | None], str | None]:
+    """A Typer callback accepting only ``choices`` (Typer 0.29 has no plain choice type)."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in choices:
+            raise typer.BadParameter(f"expected one of: {', '.join(choices)}")
+        return value
+
+    return check
+
+
+_ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="OpenClaw config (JSON5) whose tools.loopDetection to use."),
+]
+_AgentOption = Annotated[
+    str | None, typer.Option("--agent", help="Agent id whose override to apply (with --config).")
+]
+_PresetOption = Annotated[
+    str | None,
+    typer.Option("--preset", callback=_one_of(sorted(PRESETS)),
+                 help=f"Detection preset, overriding the config's: {' | '.join(sorted(PRESETS))}."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``scan`` and ``eval`` to the ``loopwarden`` app."""
+    app.command("scan")(scan)
+    app.command("eval")(eval_)
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def resolve_config(config_path: Path | None = None, agent: str | None = None,
+                   preset: str | None = None) -> LoopDetectionConfig:
+    """The config a scan runs with: detection on unless the config file says otherwise."""
+    config = load_config(config_path, agent_id=agent) if config_path else LoopDetectionConfig()
+    changes: dict[str, Any] = {}
+    if config.enabled is None:
+        changes["enabled"] = True
+    if preset is not None:
+        changes["preset"] = preset
+    return config.with_overrides(**changes) if changes else config
+
+
+def _config_or_exit(config_path: Path | None, agent: str | None,
+                    preset: str | None) -> LoopDetectionConfig:
+    if agent is not None and config_path is None:
+        _fail("--agent needs --config")
+    try:
+        config = resolve_config(config_path, agent, preset)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if config.enabled is False:
+        _note("the config sets enabled: false, so the rolling detectors report nothing")
+    return config
+
+
+def _settings(config: LoopDetectionConfig) -> dict[str, object]:
+    return {
+        "preset": config.preset,
+        "enabled": config.enabled,
+        "warningThreshold": config.warning_threshold,
+        "criticalThreshold": config.critical_threshold,
+        "globalCircuitBreakerThreshold": config.global_circuit_breaker_threshold,
+    }
+
+
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
+def _note(message: str) -> None:
+    _stderr().print(Text(f"note: {message}", style="yellow"), soft_wrap=True)
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    _stderr().print(Text(f"error: {message}", style="red"), soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
+    """``advance(name)``; a live bar on stderr only for many files on a terminal."""
+    console = _stderr()
+    if total < PROGRESS_MIN_FILES or not console.is_terminal:
+        yield lambda name: None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeRemainingColumn(), TextColumn("[dim]{task.fields[name]}"))
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(label, total=total, name="")
+        yield lambda name: bar.update(task, advance=1, name=name[-40:])
+
+
+# -- scan ----------------------------------------------------------------------------------------
+
+
+def scan(
+    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders (recursive).")],
+    config_path: _ConfigOption = None,
+    agent: _AgentOption = None,
+    preset: _PresetOption = None,
+    format: Annotated[
+        str, typer.Option("--format", callback=_one_of(["auto", *FORMATS]),
+                          help=f"Transcript format: auto (recognised per file) | {' | '.join(FORMATS)}.")
+    ] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (DESIGN §5 shape).")] = False,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")
+    ] = None,
+    fail_on: Annotated[
+        str, typer.Option("--fail-on", callback=_one_of(["never", "warn", "block"]),
+                          help="never | warn | block: exit 1 when a transcript has a finding/block.")
+    ] = "never",
+) -> None:
+    """Replay transcripts through the loop guard and show where it would warn or block."""
+    config = _config_or_exit(config_path, agent, preset)
+    report = _html_report(config) if html is not None else None
+    scans, skipped = _scan_all(paths, config, format, report)
+    if report is not None and html is not None:
+        report.write(html)
+        _stderr().print(Text(f"wrote {html}"), soft_wrap=True)
+    if as_json:
+        typer.echo(json.dumps(_scan_json(scans, skipped, config), ensure_ascii=False, indent=2))
+    else:
+        _print_scan(scans, skipped)
+    if _failed(scans, fail_on):
+        raise typer.Exit(1)
+
+
+def _html_report(config: LoopDetectionConfig) -> HtmlReport:
+    try:
+        from .report.html import HtmlReport
+    except ImportError as exc:  # matplotlib is the optional "report" extra
+        _fail(f"--html needs matplotlib ({exc}); install loopwarden[report]")
+    return HtmlReport(settings=_settings(config))
+
+
+def _scan_all(paths: Sequence[Path], config: LoopDetectionConfig, format: str,
+              report: HtmlReport | None) -> tuple[list[FileScan], list[str]]:
+    """Scan file by file; only each file's summary outlives its scan (bounded memory)."""
+    named = {path.expanduser().resolve() for path in paths if not path.is_dir()}
+    files = list(iter_transcript_files(paths))
+    scans: list[FileScan] = []
+    skipped: list[str] = []
+    with _progress(len(files), "scanning") as advance:
+        for path in files:
+            result = scan_file(path, config, format=format)
+            advance(path.name)
+            if result.format is None and path.resolve() not in named:
+                skipped.append(str(path))  # found by walking a folder, and not a transcript
+                continue
+            if report is not None:
+                report.add(result)
+            scans.append(result.without_trace())
+    return scans, skipped
+
+
+def _failed(scans: Sequence[FileScan], fail_on: str) -> bool:
+    if fail_on == "block":
+        return any(scan.first("block") is not None for scan in scans)
+    return fail_on == "warn" and any(scan.findings for scan in scans)
+
+
+def _scan_json(scans: Sequence[FileScan], skipped: Sequence[str],
+               config: LoopDetectionConfig) -> dict[str, Any]:
+    return {
+        "files": [scan.to_json() for scan in scans],
+        "skipped": list(skipped),
+        "config": _settings(config),
+        "totals": _totals(scans),
+    }
+
+
+def _totals(scans: Sequence[FileScan]) -> dict[str, int]:
+    return {
+        "files": len(scans),
+        "calls": sum(scan.calls for scan in scans),
+        "files_with_findings": sum(1 for scan in scans if scan.findings),
+        "files_blocked": sum(1 for scan in scans if scan.first("block") is not None),
+        "findings": sum(len(scan.findings) for scan in scans),
+        "loop_calls": sum(scan.loop_calls for scan in scans),
+        "loop_chars": sum(scan.loop_chars for scan in scans),
+    }
+
+
+def _common_root(scans: Sequence[FileScan]) -> str | None:
+    """The folder all scanned files share, so that rows can show short relative names."""
+    try:
+        root = os.path.commonpath([os.path.dirname(os.path.abspath(s.path)) for s in scans])
+    except ValueError:  # no files, or paths on different drives
+        return None
+    return root
+
+
+def _display_path(path: str, root: str | None) -> str:
+    if root is None:
+        return path
+    return os.path.relpath(os.path.abspath(path), root)
+
+
+def _print_scan(scans: Sequence[FileScan], skipped: Sequence[str]) -> None:
+    console = Console()
+    root = _common_root(scans)
+    shown_root = os.path.relpath(root) if root is not None else ""
+    table = Table(title=f"loopwarden scan: {shown_root}" if root else "loopwarden scan",
+                  title_justify="left", caption=_CAPTION, caption_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    wide = console.width >= _WIDE
+    for name in _COLUMNS if wide else _NARROW_COLUMNS:
+        numeric = name not in _TEXT_COLUMNS
+        table.add_column(name, justify="right" if numeric else "left", no_wrap=numeric,
+                         overflow="fold", min_width=_MIN_WIDTHS.get(name))
+    for scan in scans:
+        style = "red" if scan.first("block") else ("yellow" if scan.findings else "")
+        detectors = Text(" ".join(sorted({f.detector for f in scan.findings})))
+        cells: list[Text | str] = [Text(_display_path(scan.path, root)), Text(scan.format or "?"), str(scan.calls),
+                 str(len(scan.findings)), _call_number(scan, "warn"),
+                 _call_number(scan, "block"), detectors, str(scan.loop_calls),
+                 f"{scan.loop_chars:,}"]
+        if not wide:
+            del cells[1]
+        table.add_row(*cells, style=style)
+    console.print(table)
+    totals = _totals(scans)
+    console.print(Text(
+        f"{totals['files']} transcripts, {totals['calls']} calls: "
+        f"{totals['files_with_findings']} with findings ({totals['files_blocked']} blocked); "
+        f"{totals['loop_calls']} calls and {totals['loop_chars']:,} characters of tool output "
+        "inside loops."))
+    _print_problems(scans, skipped)
+
+
+_COLUMNS = ("transcript", "format", "calls", "findings", "first\nwarning", "first\nblock",
+            "detectors", "loop\ncalls", "loop\nchars")
+_NARROW_COLUMNS = tuple(name for name in _COLUMNS if name != "format")
+_TEXT_COLUMNS = frozenset({"transcript", "format", "detectors"})
+_MIN_WIDTHS = {"transcript": 14, "detectors": 12}
+_WIDE = 110  # narrower consoles drop the format column
+_CAPTION = ("first warning/block: call # (0-based). loop calls/chars: calls, and characters of "
+            "tool output, from a loop's first finding to its end.")
+
+
+def _call_number(scan: FileScan, action: str) -> str:
+    finding = scan.first(action)
+    return "" if finding is None else f"#{finding.index}"
+
+
+def _print_problems(scans: Sequence[FileScan], skipped: Sequence[str]) -> None:
+    problems = [problem for scan in scans for problem in scan.problems]
+    for problem in problems[:10]:
+        _note(str(problem))
+    if len(problems) > 10:
+        _note(f"{len(problems) - 10} more read problems (see --json)")
+    if skipped:
+        _note(f"skipped {len(skipped)} files that are not recognised transcripts")
+
+
+# -- eval ----------------------------------------------------------------------------------------
+
+
+def eval_(
+    labels: Annotated[Path, typer.Argument(help="Labels JSON (the corpus' labels-dev.json format).")],
+    root: Annotated[
+        Path | None,
+        typer.Option("--root", help="Folder the labels' file paths are relative to "
+                                    "(default: the labels file's folder)."),
+    ] = None,
+    config_path: _ConfigOption = None,
+    agent: _AgentOption = None,
+    preset: _PresetOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the metrics as one Markdown table.")
+    ] = False,
+) -> None:
+    """Replay labelled transcripts and report recall and false alarms."""
+    config = _config_or_exit(config_path, agent, preset)
+    try:
+        entries = load_labels(labels)
+    except LabelError as exc:
+        _fail(str(exc))
+    base = root if root is not None else labels.parent
+    with _progress(len(entries), "evaluating") as advance:
+        report = evaluate(entries, base, config, on_scanned=lambda label, _: advance(label.file))
+    if not report.outcomes:
+        _fail(f"none of the {len(entries)} labelled files was found under {base}", 1)
+    if as_json:
+        data = {"labels": str(labels), "root": str(base), "config": _settings(config),
+                **report.to_json()}
+        typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+    elif markdown:
+        typer.echo(markdown_table(report.summary))
+    else:
+        _print_eval(report, config)
+
+
+def _metrics_table(title: str, groups: Sequence[tuple[str, GroupMetrics]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("group")
+    for name in ("transcripts", "recall", "timely recall", "block recall", "false warnings",
+                 "false blocks"):
+        table.add_column(name, justify="right")
+    for name, m in groups:
+        table.add_row(name, str(m.transcripts), fraction(m.detected, m.loops),
+                      fraction(m.timely, m.loops), fraction(m.blocked, m.loops),
+                      fraction(m.false_warnings, m.healthy), fraction(m.false_blocks, m.healthy))
+    return table
+
+
+def _print_eval(report: EvalReport, config: LoopDetectionConfig) -> None:
+    console = Console()
+    summary = report.summary
+    by_source = [("all", summary.overall), *sorted(summary.by_source.items()),
+                 ("hard negatives", summary.hard_negatives)]
+    console.print(_metrics_table(f"eval (preset {config.preset}): per source", by_source))
+    console.print(_metrics_table("per loop type", sorted(summary.by_type.items())))
+    console.print(_loops_table(report))
+    alarms = [o for o in report.outcomes if o.false_warning]
+    for outcome in alarms:
+        level = "block" if outcome.false_block else "warning"
+        console.print(Text(f"false {level}: {outcome.file} (first at #{outcome.first_finding}, "
+                           f"{', '.join(outcome.detectors)})"), soft_wrap=True)
+    if report.missing:
+        _note(f"{len(report.missing)} labelled files not found, left out: "
+              + ", ".join(report.missing[:5]))
+
+
+def _loops_table(report: EvalReport) -> Table:
+    table = Table(title="labelled loops", title_justify="left")
+    for name in ("transcript", "type", "loop", "warn by", "first finding in loop",
+                 "detectors", "verdict"):
+        table.add_column(name, overflow="fold")
+    for o in (o for o in report.outcomes if o.loop):
+        verdict = "timely" if o.timely else ("late" if o.detected else "missed")
+        table.add_row(Text(o.file), o.type or "", f"{o.loop_start}–{o.loop_end}", str(o.warn_by),
+                      "" if o.first_in_loop is None else str(o.first_in_loop),
+                      ", ".join(o.detectors), verdict,
+                      style={"timely": "green", "late": "yellow"}.get(verdict, "red"))
+    return table
+
