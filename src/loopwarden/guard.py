@@ -433,6 +433,13 @@ class LoopGuard:
 
     def _before(self, state: SessionState, call: Prospect, ctx: _Ctx) -> _Step:
         detector = self.detector
+        seen = state.find_call(ctx.run, ctx.call_id)
+        if seen is not None and seen.tool_name == call.tool_name:
+            # A retried hook: answer as the first delivery did, without counting or warning again.
+            if seen.is_veto:
+                again = detector.detect_prepared(state, call, run_id=ctx.run)
+                return _Step(Verdict("block", again, call.tool_name, ctx.call_id))
+            return _Step(Verdict("allow", None, call.tool_name, ctx.call_id))
         detection = (
             detector.detect_prepared(state, call, run_id=ctx.run)
             if self.config.rolling_enabled else None

@@ -366,18 +366,19 @@ def _empty_stdin(args: object) -> bool:
 
 
 def _ecosystem_profiles() -> list[ToolProfile]:
-    """Tools the OpenClaw spec does not name, active in every preset. Their outputs carry fresh
-    timestamps, elapsed times or job ids on every call, so they mask volatile spans even under
+    """Tools the OpenClaw spec does not name, active in every preset. Poll outputs carry fresh
+    timestamps, elapsed times or job ids on every call, so polls mask volatile spans even under
     the ``openclaw`` preset: otherwise a poll that never progresses never repeats an outcome."""
     background_id = re.compile(r"(?i)\b(?:with|shell|bash|task|job)[ _]?id:?\s*[\w-]+")
     polls = [ToolProfile(name, poll=True, mask_volatile=True)
              for name in ("BashOutput", "TaskOutput", "AgentOutputTool")]
-    shells = [ToolProfile(name, mask_volatile=True)
-              for name in ("shell", "local_shell", "exec_command", "container.exec")]
+    # Shells mask like every tool under the preset (their outputs are large, so masking them
+    # under `openclaw` would cost more than it finds); their polls above always mask.
+    shells = [ToolProfile(name) for name in ("shell", "local_shell", "exec_command", "container.exec")]
     return [
         # Claude Code: background shells and sub-agent tasks are read by polling tools.
         *polls,
-        ToolProfile("Bash", mask_volatile=True, volatile_patterns=(background_id,)),
+        ToolProfile("Bash", volatile_patterns=(background_id,)),
         # Codex CLI / OpenAI: shell tools report wall time; an empty stdin write is a poll.
         *shells,
         ToolProfile("write_stdin", poll=_empty_stdin, mask_volatile=True),

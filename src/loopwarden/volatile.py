@@ -24,9 +24,11 @@ _DURATION = (
 _COUNTER = r"\b(?:pid|ppid|elapsed|uptime|duration|took|age|runtime|attempt|retry)\b[\s#:=]*\d+(?:\.\d+)?"
 _AGO = r"\b\d+\s?(?:seconds?|minutes?|hours?|s|m|h)\s+ago\b"
 
-VOLATILE_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p, re.IGNORECASE) for p in (_ISO, _UUID, _HEX, _CLOCK, _EPOCH, _AGO, _COUNTER, _DURATION)
-)
+_SPANS = (_ISO, _UUID, _HEX, _CLOCK, _EPOCH, _AGO, _COUNTER, _DURATION)
+VOLATILE_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in _SPANS)
+# One pass over the text: at each position the first alternative that matches wins, in the
+# order above (a full ISO timestamp before its clock part, a UUID before its hex runs).
+_ALL_SPANS = re.compile("|".join(f"(?:{p})" for p in _SPANS), re.IGNORECASE)
 _QUICK = re.compile(r"\d")
 
 
@@ -39,9 +41,7 @@ def mask_volatile(
         text = pattern.sub("#", text)
     if not builtin or not _QUICK.search(text):
         return text
-    for pattern in VOLATILE_PATTERNS:
-        text = pattern.sub("#", text)
-    return text
+    return _ALL_SPANS.sub("#", text)
 
 
 _MAX_DEPTH = 64
