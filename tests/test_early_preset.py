@@ -30,7 +30,7 @@ def test_warning_arrives_with_the_result_that_completes_the_pattern() -> None:
 
 
 def test_post_outcome_critical_is_announced_then_blocked_before_the_next_call() -> None:
-    calls = [ToolCall("ghost", {"i": i}, error=f"Tool ghost not found") for i in range(7)]
+    calls = [ToolCall("ghost", {"i": i}, error="Tool ghost not found") for i in range(7)]
     findings = replay(calls, EARLY)
     announced = first(findings)
     assert (announced.index, announced.timing, announced.detector) == (4, "after", "unknown_tool_repeat")
