@@ -97,14 +97,15 @@ class LoopDetector:
     # -- fingerprinting ----------------------------------------------------------------------
 
     def prepare(self, tool_name: str, args: Any, *, cwd: str | None = None) -> Prospect:
-        reg = self.registry
-        tool = reg.canonical_name(tool_name)
-        profile = reg.get(tool)
+        profile = self.registry.get(tool_name)
+        if profile is None:
+            return Prospect(tool_name, args_hash(tool_name, args))
+        tool = self.registry.canonical_name(tool_name)
         return Prospect(
             tool_name=tool,
             args_hash=args_hash(tool, args),
-            known_poll=reg.is_known_poll(tool, args),
-            poll_critical_at_warning=bool(profile and profile.poll_critical_at_warning),
+            known_poll=profile.is_poll(args),
+            poll_critical_at_warning=profile.poll_critical_at_warning,
             mutation_target_hash=mutation_target_hash(tool, args, cwd) if tool == "write" else None,
         )
 
@@ -227,7 +228,8 @@ class LoopDetector:
         if self.limits.error_repeat_on and error is not MISSING and error is not None:
             masked = mask_volatile(error_text(error))
             record.error_identity_hash = hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
-        state.trim(self.config.history_size)
+        if len(state.history) > self.config.history_size:
+            state.trim(self.config.history_size)
         return record
 
     @staticmethod
@@ -280,11 +282,28 @@ class LoopDetector:
             return None
         return self.detect_prepared(state, self.prepare(tool_name, args), run_id=run_id)
 
+    def _nothing_can_fire(self, state: SessionState, records: Any, run: str | None,
+                          call: Prospect) -> bool:
+        """A conservative O(1) test that no rule can fire, so most calls skip measuring.
+
+        Repeat rules need ``threshold`` records of this exact call; ping-pong needs the call
+        before last to be this one; unknown-tool, churn and error streaks need the newest record
+        to be this tool (or a veto they skip)."""
+        if len(state.key_records(run, call.args_hash)) >= self.limits.warning:
+            return False
+        if self.limits.error_repeat_on:
+            return False
+        last = records[-1]
+        if last.is_veto or last.tool_name == call.tool_name:
+            return False
+        return not (len(records) >= 2 and records[-2].args_hash == call.args_hash)
+
     def detect_prepared(
         self, state: SessionState, call: Prospect, *, run_id: str | None = None
     ) -> Detection | None:
         run = normalize_run_id(run_id)
-        if not state.run_records(run):
+        records = state.run_records(run)
+        if not records or self._nothing_can_fire(state, records, run, call):
             return None
         detection = evaluate(Facts.measure(state, run, call, self.limits), self.limits)
         if detection is not None:

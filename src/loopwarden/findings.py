@@ -55,18 +55,18 @@ def replay(
     findings: list[Finding] = []
     for index, call in enumerate(calls):
         call_id = f"replay-{index}"  # unique: transcripts may reuse ids, which would dedupe
-        guard.before_tool_call(call.tool_name, call.args, session=_SESSION,
-                               run_id=call.run_id, call_id=call_id)
-        _collect(findings, events, index, call, "before")
-        guard.after_tool_call(call.tool_name, call.args, session=_SESSION, result=call.result,
-                              error=call.error, run_id=call.run_id, call_id=call_id)
-        _collect(findings, events, index, call, "after")
+        before, _ = guard.observe_call(call.tool_name, call.args, session=_SESSION,
+                                       result=call.result, error=call.error,
+                                       run_id=call.run_id, call_id=call_id)
+        # A warn or block before the call emits exactly one event; later ones are post-outcome.
+        _collect(findings, events, index, call, 1 if before.action != "allow" else 0)
     return findings
 
 
 def _collect(findings: list[Finding], events: list[LoopEvent], index: int, call: ToolCall,
-             timing: str) -> None:
-    for event in events:
+             before: int) -> None:
+    for position, event in enumerate(events):
+        timing = "before" if position < before else "after"
         findings.append(Finding(
             index=index, call_id=call.call_id, tool=event.tool, level=event.level,
             action=event.action, detector=event.detector, count=event.count,

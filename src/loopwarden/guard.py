@@ -587,8 +587,7 @@ class LoopGuard:
 
     # -- transactions, failure policy, delivery ----------------------------------------------
 
-    def _run(self, session: str, fn: Callable[[SessionState], _Step],
-             fallback: Callable[[], _Step]) -> _Step:
+    def _run(self, session: str, fn: Callable[[SessionState], T], fallback: Callable[[], T]) -> T:
         try:
             step = self.store.transact(session, fn)
         except Exception as exc:
@@ -610,8 +609,9 @@ class LoopGuard:
         self._store_ok()
         return step
 
-    def _store_failed(self, exc: Exception, fallback: Callable[[], _Step]) -> _Step:
-        self._count("store_failures")
+    def _store_failed(self, exc: Exception, fallback: Callable[[], T]) -> T:
+        with self._stats_lock:  # exact: operators alert on this one
+            self.stats.store_failures += 1
         if not self._store_down:
             self._store_down = True
             mode = "closed (blocking calls)" if self.fail_closed else "open (calls allowed)"
@@ -669,8 +669,40 @@ class LoopGuard:
         deliver(events, self.sinks)
 
     def _count(self, name: str, n: int = 1) -> None:
-        with self._stats_lock:
-            setattr(self.stats, name, getattr(self.stats, name) + n)
+        # Counters are diagnostics: a lock-free increment may, rarely, lose a count under
+        # threads; taking a lock twice per call would cost more than the whole store step.
+        setattr(self.stats, name, getattr(self.stats, name) + n)
+
+    # -- calls that already happened ---------------------------------------------------------
+
+    def observe_call(
+        self, tool_name: str, args: Any, *, session: str, result: Any = MISSING,
+        error: Any = MISSING, run_id: str | None = None, call_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> tuple[Verdict, Verdict]:
+        """Feed a call that has already run (a saved transcript, a tailed log): the verdict the
+        guard would have given before it, and the one after its outcome, in one transaction.
+        A call that would have been blocked is still recorded as having run."""
+        try:
+            call = self.detector.prepare(tool_name, args)
+            outcome = self.detector.outcome(call.tool_name, args, result, error)
+            leaves = self.detector.learnable_leaves(call.tool_name, args, result, error)
+        except Exception as exc:
+            verdict = self._internal_error(tool_name, exc)
+            return verdict, verdict
+        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
+
+        def both(state: SessionState) -> tuple[_Step, _Step]:
+            return (self._before(state, call, ctx),
+                    self._after(state, call, outcome, error, ctx, leaves))
+
+        def fallback() -> tuple[_Step, _Step]:
+            return self._store_fallback(call.tool_name, call_id), _Step(Verdict("allow"))
+
+        before, after = self._run(session, both, fallback)
+        self._count("calls")
+        self._count("outcomes")
+        return self._finish(before), self._finish(after)
 
     def _internal_error(self, tool: str, exc: Exception) -> Verdict:
         self._count("internal_errors")

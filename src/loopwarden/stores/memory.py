@@ -45,12 +45,16 @@ class MemoryStore:
     def transact(self, session: str, fn: Callable[[SessionState], T]) -> T:
         with self._lock:
             now = self._clock()
-            entry = self._sessions.pop(session, None)
-            state = entry[0] if entry is not None and not self._expired(entry[1], now) else None
-            if state is None:
+            sessions = self._sessions
+            entry = sessions.get(session)
+            if entry is None or self._expired(entry[1], now):
                 state = SessionState()
-            self._sessions[session] = (state, now)
-            self._evict(now)
+            else:
+                state = entry[0]
+                sessions.move_to_end(session)
+            sessions[session] = (state, now)
+            if entry is None or len(sessions) > 1:
+                self._evict(now)
             return fn(state)
 
     async def atransact(self, session: str, fn: Callable[[SessionState], T]) -> T:
