@@ -202,3 +202,18 @@ def test_retried_hook_does_not_count_twice() -> None:
             guard.after_tool_call("read", {"p": 1}, session="s", run_id="r", call_id=f"c{i}",
                                   result=UNCHANGED)
     assert len(guard.history("s")) == 10
+
+
+@pytest.mark.parametrize("enabled", [None, False])
+def test_s74_changed_writes_with_detection_off_raise_nothing(enabled: bool | None) -> None:
+    events: list[LoopEvent] = []
+    guard = LoopGuard(LoopDetectionConfig(enabled=enabled), sinks=[events.append])
+    for i in range(11):
+        args = {"path": "/tmp/notes.md", "content": f"version {i}"}
+        verdict = guard.before_tool_call("write", args, session="s", run_id="r", call_id=f"w{i}")
+        after = guard.after_tool_call("write", args, session="s", run_id="r", call_id=f"w{i}",
+                                      result={"content": [{"type": "text", "text": "wrote"}],
+                                              "details": {"changed": True, "diff": f"+{i}"}})
+        assert verdict.action == after.action == "allow"
+        assert verdict.detection is None
+    assert events == []
