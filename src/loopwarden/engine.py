@@ -1,8 +1,8 @@
 """``LoopDetector``: record calls and outcomes into a :class:`SessionState` and detect loops.
 
 Pure and synchronous: the guard adds policy, stores and events on top. The ``*_prepared``
-methods take an already fingerprinted :class:`Prospect` so that the guard hashes arguments once
-per call.
+methods take an already fingerprinted :class:`Prospect` and an already normalised run id
+(:func:`~loopwarden.history.normalize_run_id`), so that the guard does that work once per call.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from .fingerprint import (
     args_hash,
     error_text,
     mutation_target_hash,
-    outcome_of,
+    profiled_outcome,
 )
 from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id, now_ms
 from .learning import Leaves, leaves_of
-from .profiles import ProfileRegistry, default_registry
+from .profiles import ProfileRegistry, ToolProfile, default_registry
 from .types import MISSING
 from .volatile import mask_value, mask_volatile
 
@@ -85,7 +85,7 @@ def resolve_registry(profiles: object) -> ProfileRegistry:
 class LoopDetector:
     """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
 
-    __slots__ = ("config", "limits", "registry")
+    __slots__ = ("_extended_unknown", "_learn", "_mask", "config", "limits", "registry")
 
     def __init__(
         self, config: LoopDetectionConfig | None = None, profiles: object = None
@@ -93,41 +93,47 @@ class LoopDetector:
         self.config = config if config is not None else LoopDetectionConfig()
         self.limits = limits_for(self.config)
         self.registry = resolve_registry(profiles)
+        # Preset switches, read on every outcome (the config is immutable).
+        self._mask = self.config.mask_volatile
+        self._learn = self.config.learn_volatile
+        self._extended_unknown = self.config.extended_unknown_tools
 
     # -- fingerprinting ----------------------------------------------------------------------
 
     def prepare(self, tool_name: str, args: Any, *, cwd: str | None = None) -> Prospect:
+        """Fingerprint a call: canonical tool name, args hash, and what its profile says."""
         profile = self.registry.get(tool_name)
         if profile is None:
             return Prospect(tool_name, args_hash(tool_name, args))
         tool = self.registry.canonical_name(tool_name)
         return Prospect(
-            tool_name=tool,
-            args_hash=args_hash(tool, args),
-            known_poll=profile.is_poll(args),
-            poll_critical_at_warning=profile.poll_critical_at_warning,
-            mutation_target_hash=mutation_target_hash(tool, args, cwd) if tool == "write" else None,
+            tool,
+            args_hash(tool, args),
+            profile.is_poll(args),
+            profile.poll_critical_at_warning,
+            mutation_target_hash(tool, args, cwd) if tool == "write" else None,
         )
 
     def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:
-        result, error = self._masked(tool_name, result, error)
-        return outcome_of(tool_name, args, result, error, registry=self.registry,
-                          extended_unknown=self.config.extended_unknown_tools)
+        profile = self.registry.get(tool_name)
+        if profile is not None or self._mask:
+            result, error = self._masked(profile, result, error)
+        return profiled_outcome(tool_name, profile, args, result, error,
+                                extended_unknown=self._extended_unknown)
 
     def learnable_leaves(self, tool_name: str, args: Any, result: Any, error: Any) -> Leaves | None:
         """The leaves to learn volatile fields from, for tools loopwarden hashes generically
         (OpenClaw's own projections already know what to ignore)."""
-        if not self.config.learn_volatile or result is MISSING or (error is not MISSING and error is not None):
+        if not self._learn or result is MISSING or (error is not MISSING and error is not None):
             return None
         profile = self.registry.get(tool_name)
         if profile is not None and (profile._projection or profile.is_send_like(args)):
             return None
-        masked, _ = self._masked(tool_name, result, None)
+        masked, _ = self._masked(profile, result, None)
         return leaves_of(masked)
 
-    def _masked(self, tool_name: str, result: Any, error: Any) -> tuple[Any, Any]:
-        profile = self.registry.get(tool_name)
-        builtin = self.config.mask_volatile
+    def _masked(self, profile: ToolProfile | None, result: Any, error: Any) -> tuple[Any, Any]:
+        builtin = self._mask
         extra: tuple[Any, ...] = ()
         if profile is not None:
             if profile.mask_volatile is not None:
@@ -156,25 +162,19 @@ class LoopDetector:
         """Append a pending call (admission time). A call id already in the run's window is
         returned as is, so a retried hook never counts twice."""
         return self.record_prepared(state, self.prepare(tool_name, args), call_id=call_id,
-                                    run_id=run_id)
+                                    run_id=normalize_run_id(run_id))
 
     def record_prepared(
         self, state: SessionState, call: Prospect, *, call_id: str | None = None,
         run_id: str | None = None,
     ) -> CallRecord:
-        run = normalize_run_id(run_id)
-        existing = state.find_call(run, call_id)
+        """:meth:`record_call` for a prepared call; ``run_id`` must already be normalised."""
+        existing = state.find_call(run_id, call_id)
         if existing is not None and existing.tool_name == call.tool_name:
             return existing
-        record = state.append(CallRecord(
-            tool_name=call.tool_name,
-            args_hash=call.args_hash,
-            call_id=call_id or None,
-            run_id=run,
-            timestamp=now_ms(),
-            mutation_target_hash=call.mutation_target_hash,
-        ))
-        state.trim(self.config.history_size)
+        record = state.append(_new_record(call, call_id, run_id))
+        if len(state.history) > self.config.history_size:
+            state.trim(self.config.history_size)
         return record
 
     def record_outcome(
@@ -192,7 +192,8 @@ class LoopDetector:
         a complete record (spec §e.2). Returns None when there is nothing to record."""
         call = self.prepare(tool_name, args)
         return self.record_outcome_prepared(state, call, self.outcome(call.tool_name, args, result, error),
-                                            error=error, call_id=call_id, run_id=run_id)
+                                            error=error, call_id=call_id,
+                                            run_id=normalize_run_id(run_id))
 
     def record_outcome_prepared(
         self,
@@ -204,22 +205,24 @@ class LoopDetector:
         call_id: str | None = None,
         run_id: str | None = None,
     ) -> CallRecord | None:
+        """:meth:`record_outcome` for a prepared call; ``run_id`` must already be normalised."""
         if outcome.result_hash is None and outcome.outcome_kind is None:
             return None
-        run = normalize_run_id(run_id)
+        run = run_id
         record = state.find_call(run, call_id)
-        if record is not None and not record.pending and record.tool_name == call.tool_name:
+        if record is None or record.tool_name != call.tool_name:
+            record = self._pending_for(state, run, call, call_id)
+        elif not record.pending:
             # A retried hook: the outcome is already counted. Only a call that was blocked and
             # then run anyway (an override, or a replay) replaces its veto with what happened.
             if not record.is_veto or outcome.outcome_kind == OUTCOME_VETO:
                 return record
-        else:
+        elif record.args_hash != call.args_hash:
+            # (A pending record with this id and these args is the newest one with this id,
+            # which is what the search would find.)
             record = self._pending_for(state, run, call, call_id)
         if record is None:
-            record = state.append(CallRecord(
-                tool_name=call.tool_name, args_hash=call.args_hash, call_id=call_id or None,
-                run_id=run, timestamp=now_ms(), mutation_target_hash=call.mutation_target_hash,
-            ))
+            record = state.append(_new_record(call, call_id, run))
         record.result_hash = outcome.result_hash
         record.outcome_kind = outcome.outcome_kind
         record.failure_identity_hash = outcome.failure_identity_hash
@@ -280,28 +283,40 @@ class LoopDetector:
         """The loop this call would continue, if any (None when detection is off)."""
         if not self.config.rolling_enabled:
             return None
-        return self.detect_prepared(state, self.prepare(tool_name, args), run_id=run_id)
+        return self.detect_prepared(state, self.prepare(tool_name, args),
+                                    run_id=normalize_run_id(run_id))
 
     def _nothing_can_fire(self, state: SessionState, records: Any, run: str | None,
                           call: Prospect) -> bool:
         """A conservative O(1) test that no rule can fire, so most calls skip measuring.
 
-        Repeat rules need ``threshold`` records of this exact call; ping-pong needs the call
-        before last to be this one; unknown-tool, churn and error streaks need the newest record
-        to be this tool (or a veto they skip)."""
+        Repeat rules need ``warningThreshold`` records of this exact call (every threshold is
+        at least that); ping-pong needs the call before last to be this one. The unknown-tool,
+        churn and terminal-failure streaks start at the newest record, skipping vetoes (and
+        pending records): they need it to be this tool, with an unknown-tool name, a
+        no-progress flag or an outcome kind. Error streaks skip other tools, so they always
+        measure."""
         if len(state.key_records(run, call.args_hash)) >= self.limits.warning:
             return False
         if self.limits.error_repeat_on:
             return False
         last = records[-1]
-        if last.is_veto or last.tool_name == call.tool_name:
+        if last.is_veto:
+            return False
+        if last.tool_name == call.tool_name and (
+            last.result_hash is None
+            or last.unknown_tool_name is not None
+            or last.no_progress
+            or last.outcome_kind is not None
+        ):
             return False
         return not (len(records) >= 2 and records[-2].args_hash == call.args_hash)
 
     def detect_prepared(
         self, state: SessionState, call: Prospect, *, run_id: str | None = None
     ) -> Detection | None:
-        run = normalize_run_id(run_id)
+        """:meth:`detect` for a prepared call; ``run_id`` must already be normalised."""
+        run = run_id
         records = state.run_records(run)
         if not records or self._nothing_can_fire(state, records, run, call):
             return None
@@ -309,6 +324,12 @@ class LoopDetector:
         if detection is not None:
             _log_detection(detection, call.tool_name)
         return detection
+
+
+def _new_record(call: Prospect, call_id: str | None, run: str | None) -> CallRecord:
+    # Positional: keyword construction of a 12-field dataclass costs noticeably more.
+    return CallRecord(call.tool_name, call.args_hash, call_id or None, run, now_ms(),
+                      mutation_target_hash=call.mutation_target_hash)
 
 
 def _log_detection(detection: Detection, tool: str) -> None:

@@ -53,11 +53,13 @@ from loopwarden.profiles import (
     default_registry,
 )
 from loopwarden.types import MISSING
+from loopwarden.volatile import has_digit
 
 __all__ = [
     "UNTRUSTED_ZERO_ID",
     "Outcome",
     "args_hash",
+    "args_hash_of_json",
     "canonical_json",
     "canonical_json_slow",
     "canonicalise_untrusted",
@@ -67,6 +69,7 @@ __all__ = [
     "mask_when_spans",
     "mutation_target_hash",
     "outcome_of",
+    "profiled_outcome",
 ]
 
 _FAST_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -491,7 +494,12 @@ def _sha256_hex(data: bytes) -> str:
 
 def args_hash(tool_name: str, args: object) -> str:
     """``"<tool>:<sha256 hex>"`` of the canonical arguments (never untrusted-canonicalised)."""
-    return f"{tool_name}:{_sha256_hex(canonical_json(args))}"
+    return args_hash_of_json(tool_name, canonical_json(args))
+
+
+def args_hash_of_json(tool_name: str, canonical: bytes) -> str:
+    """:func:`args_hash` for arguments already serialised by :func:`canonical_json`."""
+    return f"{tool_name}:{hashlib.sha256(canonical).hexdigest()}"
 
 
 def digest(value: object) -> str:
@@ -633,6 +641,8 @@ def mask_when_spans(text: str) -> str:
 
     Calendar dates alone, errno numbers, exit codes and other text stay significant.
     """
+    if not has_digit(text):  # every span has a digit; the regexes cost ~10 ns per character
+        return text
     lowered = text.lower()
     if any(word in lowered for word in _WHEN_KEYWORDS):
         text = _WHEN_KEYWORD_SPANS.sub("#", text)
@@ -758,19 +768,39 @@ def outcome_of(
     dict results from Python tools keep every field significant.
     """
     try:
-        return _outcome(tool_name, args, result, error, registry or default_registry,
-                        extended_unknown)
+        profile = (registry or default_registry).get(tool_name)
     except Exception:
-        # Defensive: a hash of the raw value still lets identical outcomes match.
-        return Outcome(_sha256_hex(canonical_json_slow((tool_name, result, error))))
+        return _raw_outcome(tool_name, result, error)
+    return profiled_outcome(tool_name, profile, args, result, error,
+                            extended_unknown=extended_unknown)
+
+
+def profiled_outcome(
+    tool_name: str,
+    profile: ToolProfile | None,
+    args: object,
+    result: object = MISSING,
+    error: object = MISSING,
+    *,
+    extended_unknown: bool = False,
+) -> Outcome:
+    """:func:`outcome_of` for a caller that has already looked up the tool's profile."""
+    try:
+        return _outcome(profile, args, result, error, extended_unknown)
+    except Exception:
+        return _raw_outcome(tool_name, result, error)
+
+
+def _raw_outcome(tool_name: str, result: object, error: object) -> Outcome:
+    # Defensive: a hash of the raw value still lets identical outcomes match.
+    return Outcome(_sha256_hex(canonical_json_slow((tool_name, result, error))))
 
 
 def _outcome(
-    tool_name: str,
+    profile: ToolProfile | None,
     args: object,
     result: object,
     error: object,
-    registry: ProfileRegistry,
     extended_unknown: bool = False,
 ) -> Outcome:
     if error is not MISSING and error is not None:
@@ -780,8 +810,7 @@ def _outcome(
             no_progress=True,
             unknown_tool_name=extract_unknown_tool(text, extended=extended_unknown),
         )
-    profile = registry.get(tool_name)
-    if not _is_mapping(result):
+    if type(result) is not dict and not _is_mapping(result):
         if result is MISSING:
             return _NOTHING
         if profile is not None and profile.volatile_keys:
@@ -806,8 +835,9 @@ def _is_list(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
 def _details_and_text(result: Mapping[str, object]) -> tuple[Mapping[str, object], str]:
     content = result.get("content")
     details = result.get("details")
-    has_content = _is_list(content)
-    has_details = _is_mapping(details)
+    # (The exact-type tests are fast paths: this runs on every outcome.)
+    has_content = type(content) is list or isinstance(content, (list, tuple))
+    has_details = type(details) is dict or isinstance(details, Mapping)
     if not has_content and not has_details:
         return result, ""
     text = _content_text(content) if has_content else ""  # type: ignore[arg-type]
@@ -817,7 +847,7 @@ def _details_and_text(result: Mapping[str, object]) -> tuple[Mapping[str, object
 def _content_text(content: list[object] | tuple[object, ...]) -> str:
     texts: list[str] = []
     for entry in content:
-        if _is_mapping(entry):
+        if type(entry) is dict or isinstance(entry, Mapping):
             kind, text = entry.get("type"), entry.get("text")
             if isinstance(kind, str) and isinstance(text, str):
                 texts.append(text)
@@ -881,7 +911,8 @@ def _exec_finished(status: str, details: Mapping[str, object], text: str) -> Out
     result_hash = digest({**projection, "output": output})
     if not _is_terminal_failure(exit_code, timed_out, output):
         return _plain(result_hash)
-    identity = digest({**projection, "output": mask_when_spans(output)})
+    masked = mask_when_spans(output)
+    identity = result_hash if masked == output else digest({**projection, "output": masked})
     return Outcome(
         result_hash, outcome_kind="terminal-exec-failure", failure_identity_hash=identity
     )

@@ -13,7 +13,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar, cast
 
 from .compaction import CompactionLoopPersistedError, PostCompactionGuard
@@ -204,13 +204,16 @@ class LoopBlockedError(RuntimeError):
         return self.verdict.blocked_result()
 
 
-@dataclass(slots=True)
 class _Step:
     """What one transaction decided: a verdict and the events to deliver after commit."""
 
-    verdict: Verdict
-    events: list[LoopEvent] = field(default_factory=list)
-    abort: CompactionLoopPersistedError | None = None
+    # A plain slots class: built twice per guarded call, where a dataclass costs more.
+    __slots__ = ("abort", "events", "verdict")
+
+    def __init__(self, verdict: Verdict, events: list[LoopEvent] | None = None) -> None:
+        self.verdict = verdict
+        self.events: list[LoopEvent] = [] if events is None else events
+        self.abort: CompactionLoopPersistedError | None = None
 
 
 class LoopGuard:
@@ -248,7 +251,7 @@ class LoopGuard:
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
         step = self._run(session, lambda s: self._before(s, call, ctx),
                          fallback=lambda: self._store_fallback(call.tool_name, call_id))
-        self._count("calls")
+        self.stats.calls += 1
         return self._finish(step)
 
     def after_tool_call(
@@ -268,7 +271,7 @@ class LoopGuard:
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
         step = self._run(session, lambda s: self._after(s, call, outcome, error, ctx, leaves),
                          fallback=lambda: _Step(Verdict("allow", tool_name=call.tool_name)))
-        self._count("outcomes")
+        self.stats.outcomes += 1
         return self._finish(step)
 
     def compaction_retried(self, *, session: str, run_id: str | None = None) -> None:
@@ -323,7 +326,7 @@ class LoopGuard:
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
         step = await self._arun(session, lambda s: self._before(s, call, ctx),
                                 fallback=lambda: self._store_fallback(call.tool_name, call_id))
-        self._count("calls")
+        self.stats.calls += 1
         return await self._afinish(step)
 
     async def aafter_tool_call(
@@ -340,7 +343,7 @@ class LoopGuard:
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
         step = await self._arun(session, lambda s: self._after(s, call, outcome, error, ctx, leaves),
                                 fallback=lambda: _Step(Verdict("allow", tool_name=call.tool_name)))
-        self._count("outcomes")
+        self.stats.outcomes += 1
         return await self._afinish(step)
 
     async def acompaction_retried(self, *, session: str, run_id: str | None = None) -> None:
@@ -469,7 +472,7 @@ class LoopGuard:
             state, call, outcome, error=error, call_id=ctx.call_id, run_id=ctx.run
         )
         step = _Step(Verdict("allow", None, call.tool_name, ctx.call_id))
-        guard = state.compaction.get(ctx.run or "")
+        guard = state.compaction.get(ctx.run or "") if state.compaction else None
         if guard is not None and record is not None and self.config.compaction_guard_enabled:
             verdict = guard.observe(call.tool_name, call.args_hash, record.result_hash)
             if verdict.should_abort:
@@ -538,7 +541,7 @@ class LoopGuard:
                     intervention, terminal)
             for i, (c, p) in enumerate(zip(calls, prepared, strict=True))
         )
-        tctx = replace(ctx, call_id=calls[trigger].call_id)
+        tctx = ctx.for_call(calls[trigger].call_id)
         event = self._event(tctx, call.tool_name, detection, "block", state)
         return BatchAdmission(verdicts, intervention, terminal), [event]
 
@@ -552,7 +555,7 @@ class LoopGuard:
             verdict = Verdict("allow", d, p.tool_name, c.call_id)
             if d is not None and self._should_warn(state, d, p.tool_name, ctx.run):
                 verdict = replace(verdict, action="warn")
-                events.append(self._event(replace(ctx, call_id=c.call_id), p.tool_name, d, "warn", state))
+                events.append(self._event(ctx.for_call(c.call_id), p.tool_name, d, "warn", state))
             verdicts.append(verdict)
         if self.config.rolling_enabled:
             for c, p in zip(calls, prepared, strict=True):
@@ -592,7 +595,8 @@ class LoopGuard:
             step = self.store.transact(session, fn)
         except Exception as exc:
             return self._store_failed(exc, fallback)
-        self._store_ok()
+        if self._store_down:
+            self._store_ok()
         return step
 
     async def _arun(self, session: str, fn: Callable[[SessionState], _Step],
@@ -630,12 +634,12 @@ class LoopGuard:
         return _Step(Verdict("allow", None, tool, call_id))
 
     def _finish(self, step: _Step) -> Verdict:
-        self._deliver(step.events)
-        try:
-            if step.events:
+        if step.events:
+            self._deliver(step.events)
+            try:
                 self.store.record_events(step.events)
-        except Exception as exc:
-            self._store_failed(exc, lambda: step)
+            except Exception as exc:
+                self._store_failed(exc, lambda: step)
         if step.abort is not None:
             raise step.abort
         return step.verdict
@@ -700,8 +704,8 @@ class LoopGuard:
             return self._store_fallback(call.tool_name, call_id), _Step(Verdict("allow"))
 
         before, after = self._run(session, both, fallback)
-        self._count("calls")
-        self._count("outcomes")
+        self.stats.calls += 1
+        self.stats.outcomes += 1
         return self._finish(before), self._finish(after)
 
     def _internal_error(self, tool: str, exc: Exception) -> Verdict:
@@ -710,12 +714,22 @@ class LoopGuard:
         return Verdict("allow", tool_name=tool)
 
 
-@dataclass(frozen=True, slots=True)
 class _Ctx:
-    session: str
-    run: str | None
-    call_id: str | None
-    agent: str | None
+    """Who a transaction is for: session, normalised run, call id, agent."""
+
+    # A plain slots class: a frozen dataclass costs a microsecond to build, once per call.
+    __slots__ = ("agent", "call_id", "run", "session")
+
+    def __init__(self, session: str, run: str | None, call_id: str | None,
+                 agent: str | None) -> None:
+        self.session = session
+        self.run = run
+        self.call_id = call_id
+        self.agent = agent
+
+    def for_call(self, call_id: str | None) -> _Ctx:
+        return _Ctx(self.session, self.run, call_id, self.agent)
+
 
 
 def _common_run(calls: Sequence[ToolCall]) -> str | None:

@@ -40,8 +40,7 @@ def normalize_run_id(run_id: object) -> str | None:
     if run_id is None:
         return None
     text = run_id if isinstance(run_id, str) else str(run_id)
-    text = text.strip()
-    return text or None
+    return text.strip() or None
 
 
 def now_ms() -> int:
@@ -148,6 +147,9 @@ class SessionState:
         """Drop the oldest records beyond ``limit`` (OpenClaw's FIFO window)."""
         excess = len(self.history) - limit
         if excess <= 0:
+            return
+        if excess == 1:  # the steady state: one call in, one out
+            self._forget(self.history.pop(0))
             return
         dropped = self.history[:excess]
         del self.history[:excess]

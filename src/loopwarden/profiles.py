@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from .volatile import require_any
+
 __all__ = [
     "MESSAGE_SEND_ACTIONS",
     "SEND_VOLATILE_KEYS",
@@ -235,7 +237,7 @@ class ProfileRegistry:
                     raise ValueError(f"alias {alias!r} is already the name of a registered tool")
             profiles[profile.name] = profile
             _release_names(profiles, profile)
-            self._snapshot = _build_snapshot(profiles)
+            self._publish(_build_snapshot(profiles))
             return profile
 
     def unregister(self, tool_name: str) -> ToolProfile | None:
@@ -246,8 +248,11 @@ class ProfileRegistry:
                 return None
             profiles = dict(self._snapshot.profiles)
             del profiles[profile.name]
-            self._snapshot = _build_snapshot(profiles)
+            self._publish(_build_snapshot(profiles))
             return profile
+
+    def _publish(self, snapshot: _Snapshot) -> None:
+        self._snapshot = snapshot
 
     def get(self, tool_name: str) -> ToolProfile | None:
         """The profile of a tool name or alias. An MCP-style namespaced name
@@ -369,7 +374,10 @@ def _ecosystem_profiles() -> list[ToolProfile]:
     """Tools the OpenClaw spec does not name, active in every preset. Poll outputs carry fresh
     timestamps, elapsed times or job ids on every call, so polls mask volatile spans even under
     the ``openclaw`` preset: otherwise a poll that never progresses never repeats an outcome."""
-    background_id = re.compile(r"(?i)\b(?:with|shell|bash|task|job)[ _]?id:?\s*[\w-]+")
+    keywords = ("with", "shell", "bash", "task", "job")
+    background_id = require_any(
+        re.compile(rf"(?i)\b(?:{'|'.join(keywords)})[ _]?id:?\s*[\w-]+"),
+        (f"{word}{sep}id" for word in keywords for sep in ("", " ", "_")))
     polls = [ToolProfile(name, poll=True, mask_volatile=True)
              for name in ("BashOutput", "TaskOutput", "AgentOutputTool")]
     # Shells mask like every tool under the preset (their outputs are large, so masking them

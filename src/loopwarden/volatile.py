@@ -8,10 +8,10 @@ counter, UUID or pid is recognised as no progress.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["VOLATILE_PATTERNS", "mask_value", "mask_volatile"]
+__all__ = ["VOLATILE_PATTERNS", "has_digit", "mask_value", "mask_volatile", "require_any"]
 
 _ISO = r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?"
 _CLOCK = r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?\b"
@@ -29,7 +29,49 @@ VOLATILE_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECA
 # One pass over the text: at each position the first alternative that matches wins, in the
 # order above (a full ISO timestamp before its clock part, a UUID before its hex runs).
 _ALL_SPANS = re.compile("|".join(f"(?:{p})" for p in _SPANS), re.IGNORECASE)
-_QUICK = re.compile(r"\d")
+_NON_ASCII_DIGIT = re.compile(r"\d")
+
+
+def has_digit(text: str) -> bool:
+    """Whether ``text`` has a decimal digit (what ``\\d`` matches), as a quick pre-test.
+
+    ``re`` tries a pattern at every position at ~10 ns a character; ten substring tests run at
+    memory speed, so text without digits (most prose) skips the regexes entirely.
+    """
+    if (
+        "0" in text or "1" in text or "2" in text or "3" in text or "4" in text
+        or "5" in text or "6" in text or "7" in text or "8" in text or "9" in text
+    ):
+        return True
+    # ``\d`` also matches non-ASCII decimal digits (Arabic-Indic, fullwidth ...).
+    return not text.isascii() and _NON_ASCII_DIGIT.search(text) is not None
+
+
+# Pattern -> ASCII words, one of which every match contains. ``re`` scans at 10-30 ns a
+# character; substring tests run at memory speed, so ASCII text without any of the words skips
+# the pattern. (Non-ASCII text always runs it: case-insensitive matching folds some non-ASCII
+# letters onto ASCII ones.)
+_NEEDLES: dict[re.Pattern[str], tuple[str, ...]] = {}
+
+
+def require_any(pattern: re.Pattern[str], words: Iterable[str]) -> re.Pattern[str]:
+    """Declare that every match of ``pattern`` contains one of ``words`` (lowercase ASCII;
+    compared case-insensitively when the pattern ignores case), so :func:`mask_volatile` can
+    skip text with none of them. Returns ``pattern``."""
+    needles = tuple(words)
+    if not needles or any(not w or not w.isascii() or w != w.lower() for w in needles):
+        raise ValueError("required words must be non-empty lowercase ASCII")
+    _NEEDLES[pattern] = needles
+    return pattern
+
+
+def _may_match(pattern: re.Pattern[str], text: str) -> bool:
+    needles = _NEEDLES.get(pattern)
+    if needles is None or not text.isascii():
+        return True
+    if pattern.flags & re.IGNORECASE:
+        text = text.lower()
+    return any(needle in text for needle in needles)
 
 
 def mask_volatile(
@@ -38,8 +80,9 @@ def mask_volatile(
     """Replace every volatile span of ``text`` with ``#``: the built-in spans (unless
     ``builtin`` is false) and the matches of a profile's ``extra`` patterns."""
     for pattern in extra:
-        text = pattern.sub("#", text)
-    if not builtin or not _QUICK.search(text):
+        if _may_match(pattern, text):
+            text = pattern.sub("#", text)
+    if not builtin or not has_digit(text):
         return text
     return _ALL_SPANS.sub("#", text)
 

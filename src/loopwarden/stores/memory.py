@@ -35,7 +35,7 @@ class MemoryStore:
         self.idle_ttl = idle_ttl
         self.max_sessions = max_sessions
         self._clock = clock
-        self._sessions: OrderedDict[str, tuple[SessionState, float]] = OrderedDict()
+        self._sessions: OrderedDict[str, _Entry] = OrderedDict()
         self._events: deque[LoopEvent] = deque(maxlen=max_events)
         self._lock = threading.Lock()
 
@@ -43,19 +43,25 @@ class MemoryStore:
         return len(self._sessions)
 
     def transact(self, session: str, fn: Callable[[SessionState], T]) -> T:
-        with self._lock:
+        # acquire/release rather than `with`: this runs twice per guarded call.
+        self._lock.acquire()
+        try:
             now = self._clock()
             sessions = self._sessions
             entry = sessions.get(session)
-            if entry is None or self._expired(entry[1], now):
-                state = SessionState()
-            else:
-                state = entry[0]
-                sessions.move_to_end(session)
-            sessions[session] = (state, now)
-            if entry is None or len(sessions) > 1:
+            if entry is None:
+                entry = sessions[session] = _Entry(SessionState(), now)
                 self._evict(now)
-            return fn(state)
+                return fn(entry.state)
+            if self._expired(entry.last_used, now):
+                entry.state = SessionState()
+            entry.last_used = now
+            if len(sessions) > 1:
+                sessions.move_to_end(session)
+                self._evict(now)
+            return fn(entry.state)
+        finally:
+            self._lock.release()
 
     async def atransact(self, session: str, fn: Callable[[SessionState], T]) -> T:
         return self.transact(session, fn)
@@ -63,9 +69,9 @@ class MemoryStore:
     def load(self, session: str) -> SessionState | None:
         with self._lock:
             entry = self._sessions.get(session)
-            if entry is None or self._expired(entry[1], self._clock()):
+            if entry is None or self._expired(entry.last_used, self._clock()):
                 return None
-            return entry[0]
+            return entry.state
 
     def record_events(self, events: Sequence[LoopEvent]) -> None:
         with self._lock:
@@ -90,10 +96,20 @@ class MemoryStore:
         if self.idle_ttl is not None:
             # Oldest-used first: stop at the first session still alive.
             while sessions:
-                key, (_, last_used) = next(iter(sessions.items()))
-                if not self._expired(last_used, now):
+                key, entry = next(iter(sessions.items()))
+                if not self._expired(entry.last_used, now):
                     break
                 del sessions[key]
         if self.max_sessions is not None:
             while len(sessions) > self.max_sessions:
                 sessions.popitem(last=False)
+
+
+class _Entry:
+    """A session's state and when it was last used, refreshed in place by each transaction."""
+
+    __slots__ = ("last_used", "state")
+
+    def __init__(self, state: SessionState, last_used: float) -> None:
+        self.state = state
+        self.last_used = last_used

@@ -90,10 +90,15 @@ def _decode(head: bytes) -> str | None:
     """
     if b"\x00" in head[:1024]:
         return None
-    # surrogateescape turns each undecodable byte into a lone surrogate, which valid UTF-8
-    # never produces (unlike U+FFFD, which real tool output does contain).
-    text = head.decode("utf-8", errors="surrogateescape")
-    if len(_UNDECODABLE.findall(text)) + text.count("\x00") > len(text) // 100 + 1:
+    try:
+        text = head.decode("utf-8")
+        undecodable = 0  # the common case, without scanning 64 KB for surrogates
+    except UnicodeDecodeError:
+        # surrogateescape turns each undecodable byte into a lone surrogate, which valid UTF-8
+        # never produces (unlike U+FFFD, which real tool output does contain).
+        text = head.decode("utf-8", errors="surrogateescape")
+        undecodable = len(_UNDECODABLE.findall(text))
+    if undecodable + text.count("\x00") > len(text) // 100 + 1:
         return None
     return text
 
