@@ -34,7 +34,7 @@ from typing import Any, BinaryIO, TypeGuard
 
 from ..config import LoopDetectionConfig
 from ..guard import LoopGuard, Verdict, append_note
-from ..transcripts._common import content_text
+from ..transcripts import content_text
 from ..types import MISSING
 
 __all__ = ["CALL_ID_META_KEYS", "RUN_ID_META_KEYS", "McpLoopGuard", "run_proxy"]

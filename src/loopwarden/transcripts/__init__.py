@@ -34,6 +34,7 @@ from loopwarden.transcripts._common import (
     ProblemCallback,
     ReadProblem,
     Reporter,
+    content_text,
 )
 from loopwarden.transcripts._detect import detect_format
 from loopwarden.types import ToolCall
@@ -41,6 +42,7 @@ from loopwarden.types import ToolCall
 __all__ = [
     "FORMATS",
     "ReadProblem",
+    "content_text",
     "detect_format",
     "iter_transcript_files",
     "read_transcript",
