@@ -70,7 +70,7 @@ class Limits:
     error_repeat_on: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built twice per call; frozen would double that cost
 class Prospect:
     """The call about to be made, already fingerprinted."""
 

@@ -97,7 +97,9 @@ class Intervention:
                 "reason": self.reason}
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: two are built per guarded call, and a frozen dataclass costs twice as much to
+# build (each field goes through object.__setattr__). Treat verdicts as values all the same.
+@dataclass(slots=True)
 class Verdict:
     """The guard's answer for one call: ``allow``, ``warn`` (run it, then annotate the result)
     or ``block`` (do not run it; hand :meth:`blocked_result` to the model instead)."""
