@@ -121,16 +121,23 @@ class LoopDetector:
         return profiled_outcome(tool_name, profile, args, result, error,
                                 extended_unknown=self._extended_unknown)
 
-    def learnable_leaves(self, tool_name: str, args: Any, result: Any, error: Any) -> Leaves | None:
-        """The leaves to learn volatile fields from, for tools loopwarden hashes generically
-        (OpenClaw's own projections already know what to ignore)."""
-        if not self._learn or result is MISSING or (error is not MISSING and error is not None):
-            return None
+    def observe_outcome(
+        self, tool_name: str, args: Any, result: Any, error: Any
+    ) -> tuple[Outcome, Leaves | None]:
+        """The outcome, plus (``early`` preset) the leaves to learn volatile fields from.
+
+        Leaves are only taken from tools loopwarden hashes generically: OpenClaw's own
+        projections already know what to ignore. The result is masked once for both."""
         profile = self.registry.get(tool_name)
-        if profile is not None and (profile._projection or profile.is_send_like(args)):
-            return None
-        masked, _ = self._masked(profile, result, None)
-        return leaves_of(masked)
+        if profile is not None or self._mask:
+            result, error = self._masked(profile, result, error)
+        outcome = profiled_outcome(tool_name, profile, args, result, error,
+                                   extended_unknown=self._extended_unknown)
+        learnable = (
+            self._learn and result is not MISSING and (error is MISSING or error is None)
+            and not (profile is not None and (profile._projection or profile.is_send_like(args)))
+        )
+        return outcome, leaves_of(result) if learnable else None
 
     def _masked(self, profile: ToolProfile | None, result: Any, error: Any) -> tuple[Any, Any]:
         builtin = self._mask

@@ -266,8 +266,7 @@ class LoopGuard:
         Raises :class:`CompactionLoopPersistedError` when a loop survived compaction."""
         try:
             call = self.detector.prepare(tool_name, args)
-            outcome = self.detector.outcome(call.tool_name, args, result, error)
-            leaves = self.detector.learnable_leaves(call.tool_name, args, result, error)
+            outcome, leaves = self.detector.observe_outcome(call.tool_name, args, result, error)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
@@ -338,8 +337,7 @@ class LoopGuard:
     ) -> Verdict:
         try:
             call = self.detector.prepare(tool_name, args)
-            outcome = self.detector.outcome(call.tool_name, args, result, error)
-            leaves = self.detector.learnable_leaves(call.tool_name, args, result, error)
+            outcome, leaves = self.detector.observe_outcome(call.tool_name, args, result, error)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
@@ -691,8 +689,7 @@ class LoopGuard:
         A call that would have been blocked is still recorded as having run."""
         try:
             call = self.detector.prepare(tool_name, args)
-            outcome = self.detector.outcome(call.tool_name, args, result, error)
-            leaves = self.detector.learnable_leaves(call.tool_name, args, result, error)
+            outcome, leaves = self.detector.observe_outcome(call.tool_name, args, result, error)
         except Exception as exc:
             verdict = self._internal_error(tool_name, exc)
             return verdict, verdict
