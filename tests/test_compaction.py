@@ -190,4 +190,9 @@ def test_guard_window_size_from_config() -> None:
 def test_guard_compaction_is_per_run() -> None:
     guard = LoopGuard()
     guard.compaction_retried(session="s", run_id="other")
-    _drive(guard, 5)  # run "r" was never armed
+    _drive(guard, 5)  # run "r" was never armed: identical calls there never abort
+    assert guard.stats.aborts == 0 and len(guard.history("s")) == 5
+    with pytest.raises(CompactionLoopPersistedError):
+        for i in range(3):
+            guard.after_tool_call("gateway", ARGS, session="s", run_id="other",
+                                  call_id=f"o{i}", result=RESULT)
