@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from time import time_ns as _time_ns
 from typing import Any
 
 from .config import LoopDetectionConfig
 from .detectors import Detection, Facts, Limits, Prospect, evaluate, write_churn
 from .fingerprint import (
     Outcome,
-    args_hash,
+    args_hash_of_json,
+    canonical_json,
     error_text,
     mutation_target_hash,
     profiled_outcome,
 )
-from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id, now_ms
+from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
 from .learning import Leaves, leaves_of
 from .profiles import ProfileRegistry, ToolProfile, default_registry
 from .types import MISSING
@@ -29,6 +31,8 @@ from .volatile import mask_value, mask_volatile
 __all__ = ["LoopDetector", "limits_for", "resolve_registry"]
 
 log = logging.getLogger("loopwarden.detection")
+
+_PREPARED_CACHE_SIZE = 4096
 
 _DETECTOR_LOG: dict[tuple[str, str], tuple[int, str]] = {
     ("global_circuit_breaker", "critical"): (
@@ -85,7 +89,10 @@ def resolve_registry(profiles: object) -> ProfileRegistry:
 class LoopDetector:
     """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
 
-    __slots__ = ("_extended_unknown", "_learn", "_mask", "config", "limits", "registry")
+    __slots__ = (
+        "_extended_unknown", "_learn", "_mask", "_prepared", "_prepared_for", "config", "limits",
+        "registry",
+    )
 
     def __init__(
         self, config: LoopDetectionConfig | None = None, profiles: object = None
@@ -97,18 +104,44 @@ class LoopDetector:
         self._mask = self.config.mask_volatile
         self._learn = self.config.learn_volatile
         self._extended_unknown = self.config.extended_unknown_tools
+        # Fingerprints of recent calls by their canonical arguments: the guard's after-call
+        # hook, and every repeat of a looping call, then skip hashing, profile look-ups and
+        # the write-target hash. Valid for one registry snapshot (profiles can change).
+        self._prepared: dict[tuple[str, bytes], Prospect] = {}
+        self._prepared_for: object = None
 
     # -- fingerprinting ----------------------------------------------------------------------
 
     def prepare(self, tool_name: str, args: Any, *, cwd: str | None = None) -> Prospect:
         """Fingerprint a call: canonical tool name, args hash, and what its profile says."""
+        canonical = canonical_json(args)
+        if cwd is not None:
+            return self._fingerprint(tool_name, args, canonical, cwd)
+        snapshot = self.registry.snapshot
+        if snapshot is not self._prepared_for:
+            self._prepared = {}
+            self._prepared_for = snapshot
+        key = (tool_name, canonical)
+        prospect = self._prepared.get(key)
+        if prospect is None:
+            prospect = self._fingerprint(tool_name, args, canonical, None)
+            if len(self._prepared) >= _PREPARED_CACHE_SIZE:
+                # Clearing (one atomic call) rather than LRU eviction: safe under threads,
+                # and a loop refills the cache with its own calls at once.
+                self._prepared.clear()
+            self._prepared[key] = prospect
+        return prospect
+
+    def _fingerprint(
+        self, tool_name: str, args: Any, canonical: bytes, cwd: str | None
+    ) -> Prospect:
         profile = self.registry.get(tool_name)
         if profile is None:
-            return Prospect(tool_name, args_hash(tool_name, args))
+            return Prospect(tool_name, args_hash_of_json(tool_name, canonical))
         tool = self.registry.canonical_name(tool_name)
         return Prospect(
             tool,
-            args_hash(tool, args),
+            args_hash_of_json(tool, canonical),
             profile.is_poll(args),
             profile.poll_critical_at_warning,
             mutation_target_hash(tool, args, cwd) if tool == "write" else None,
@@ -179,6 +212,13 @@ class LoopDetector:
         existing = state.find_call(run_id, call_id)
         if existing is not None and existing.tool_name == call.tool_name:
             return existing
+        return self.append_prepared(state, call, call_id, run_id)
+
+    def append_prepared(
+        self, state: SessionState, call: Prospect, call_id: str | None, run_id: str | None
+    ) -> CallRecord:
+        """Append a pending record without looking for a retried call id first (the guard has
+        just looked); ``run_id`` must already be normalised."""
         record = state.append(_new_record(call, call_id, run_id))
         if len(state.history) > self.config.history_size:
             state.trim(self.config.history_size)
@@ -207,7 +247,6 @@ class LoopDetector:
         state: SessionState,
         call: Prospect,
         outcome: Outcome,
-        *,
         error: Any = MISSING,
         call_id: str | None = None,
         run_id: str | None = None,
@@ -297,27 +336,40 @@ class LoopDetector:
                           call: Prospect) -> bool:
         """A conservative O(1) test that no rule can fire, so most calls skip measuring.
 
-        Repeat rules need ``warningThreshold`` records of this exact call (every threshold is
-        at least that); ping-pong needs the call before last to be this one. The unknown-tool,
-        churn and terminal-failure streaks start at the newest record, skipping vetoes (and
-        pending records): they need it to be this tool, with an unknown-tool name, a
-        no-progress flag or an outcome kind. Error streaks skip other tools, so they always
-        measure."""
-        if len(state.key_records(run, call.args_hash)) >= self.limits.warning:
+        Every threshold but the unknown-tool one is at least ``warningThreshold`` (W), so:
+        repeat rules need W records of this exact call. The churn and terminal-failure streaks
+        walk back from the newest record through records of this tool only: they need it to be
+        this tool, pending or with a no-progress flag or an outcome kind, and the record W back
+        to be this tool too. Unknown-tool streaks skip vetoes of any tool, so a newest veto or
+        unknown-tool record always measures. Ping-pong needs the W - 1 newest records to
+        alternate between the newest call and this one. Error streaks skip other tools, so
+        they always measure."""
+        limits = self.limits
+        if len(state.key_records(run, call.args_hash)) >= limits.warning:
             return False
-        if self.limits.error_repeat_on:
+        if limits.error_repeat_on:
             return False
         last = records[-1]
         if last.is_veto:
             return False
-        if last.tool_name == call.tool_name and (
-            last.result_hash is None
-            or last.unknown_tool_name is not None
-            or last.no_progress
-            or last.outcome_kind is not None
-        ):
-            return False
-        return not (len(records) >= 2 and records[-2].args_hash == call.args_hash)
+        if last.tool_name == call.tool_name:
+            if last.unknown_tool_name is not None:
+                return False
+            if (
+                (last.result_hash is None or last.no_progress or last.outcome_kind is not None)
+                and len(records) >= limits.warning
+                and records[-limits.warning].tool_name == call.tool_name
+            ):
+                return False
+        if len(records) < 2 or records[-2].args_hash != call.args_hash:
+            return True
+        tail = limits.warning - 1  # a ping-pong count is its alternating tail plus this call
+        if len(records) < tail:
+            return True
+        if tail >= 3 and records[-3].args_hash != last.args_hash:
+            return True
+        oldest = call.args_hash if tail % 2 == 0 else last.args_hash
+        return tail >= 1 and records[-tail].args_hash != oldest
 
     def detect_prepared(
         self, state: SessionState, call: Prospect, *, run_id: str | None = None
@@ -334,9 +386,10 @@ class LoopDetector:
 
 
 def _new_record(call: Prospect, call_id: str | None, run: str | None) -> CallRecord:
-    # Positional: keyword construction of a 12-field dataclass costs noticeably more.
-    return CallRecord(call.tool_name, call.args_hash, call_id or None, run, now_ms(),
-                      mutation_target_hash=call.mutation_target_hash)
+    # All positional: keyword construction of a 12-field dataclass costs noticeably more.
+    return CallRecord(call.tool_name, call.args_hash, call_id or None, run,
+                      _time_ns() // 1_000_000, None, None, None, None, False,
+                      call.mutation_target_hash, None)
 
 
 def _log_detection(detection: Detection, tool: str) -> None:

@@ -232,6 +232,10 @@ class LoopGuard:
     ) -> None:
         self.detector = LoopDetector(config, profiles)
         self.config = self.detector.config
+        # The config is immutable; these derived switches are read on every call.
+        self._rolling = self.config.rolling_enabled
+        self._post_outcome = self.config.post_outcome_warnings and self._rolling
+        self._compaction_on = self.config.compaction_guard_enabled
         self.store: Store = store if store is not None else MemoryStore()
         self.sinks: list[EventSink] = [LoggingSink(), *sinks]
         self.fail_closed = fail_closed
@@ -251,8 +255,13 @@ class LoopGuard:
         except Exception as exc:
             return self._internal_error(tool_name, exc)
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        step = self._run(session, lambda s: self._before(s, call, ctx),
-                         fallback=lambda: self._store_fallback(call.tool_name, call_id))
+        try:
+            step = self.store.transact(session, lambda s: self._before(s, call, ctx))
+        except Exception as exc:
+            step = self._store_failed(exc, lambda: self._store_fallback(call.tool_name, call_id))
+        else:
+            if self._store_down:
+                self._store_ok()
         self.stats.calls += 1
         return self._finish(step)
 
@@ -270,8 +279,14 @@ class LoopGuard:
         except Exception as exc:
             return self._internal_error(tool_name, exc)
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        step = self._run(session, lambda s: self._after(s, call, outcome, error, ctx, leaves),
-                         fallback=lambda: _Step(Verdict("allow", tool_name=call.tool_name)))
+        try:
+            step = self.store.transact(
+                session, lambda s: self._after(s, call, outcome, error, ctx, leaves))
+        except Exception as exc:
+            step = self._store_failed(exc, lambda: Verdict("allow", tool_name=call.tool_name))
+        else:
+            if self._store_down:
+                self._store_ok()
         self.stats.outcomes += 1
         return self._finish(step)
 
@@ -434,7 +449,7 @@ class LoopGuard:
 
     # -- the shared core (runs inside a store transaction) -----------------------------------
 
-    def _before(self, state: SessionState, call: Prospect, ctx: _Ctx) -> _Step:
+    def _before(self, state: SessionState, call: Prospect, ctx: _Ctx) -> _Step | Verdict:
         detector = self.detector
         seen = state.find_call(ctx.run, ctx.call_id)
         if seen is not None and seen.tool_name == call.tool_name:
@@ -443,37 +458,38 @@ class LoopGuard:
                 again = detector.detect_prepared(state, call, run_id=ctx.run)
                 return _Step(Verdict("block", again, call.tool_name, ctx.call_id))
             return _Step(Verdict("allow", None, call.tool_name, ctx.call_id))
-        detection = (
-            detector.detect_prepared(state, call, run_id=ctx.run)
-            if self.config.rolling_enabled else None
-        )
-        if detection is not None and detection.level == "critical":
+        if not self._rolling:
+            return Verdict("allow", None, call.tool_name, ctx.call_id)
+        detection = detector.detect_prepared(state, call, run_id=ctx.run)
+        if detection is None:  # the common case, kept short: no events, so no _Step
+            detector.append_prepared(state, call, ctx.call_id, ctx.run)
+            return Verdict("allow", None, call.tool_name, ctx.call_id)
+        if detection.level == "critical":
             detector.record_outcome_prepared(state, call, _VETO, call_id=ctx.call_id, run_id=ctx.run)
             verdict = Verdict("block", detection, call.tool_name, ctx.call_id)
             return _Step(verdict, [self._event(ctx, call.tool_name, detection, "block", state)])
         step = _Step(Verdict("allow", detection, call.tool_name, ctx.call_id))
-        if detection is not None and self._should_warn(state, detection, call.tool_name, ctx.run):
-            step.verdict = replace(step.verdict, action="warn")
+        if self._should_warn(state, detection, call.tool_name, ctx.run):
+            step.verdict.action = "warn"
             step.events.append(self._event(ctx, call.tool_name, detection, "warn", state))
-        if self.config.rolling_enabled:
-            detector.record_prepared(state, call, call_id=ctx.call_id, run_id=ctx.run)
+        detector.append_prepared(state, call, ctx.call_id, ctx.run)
         return step
 
     def _after(
         self, state: SessionState, call: Prospect, outcome: Outcome, error: Any, ctx: _Ctx,
         leaves: Leaves | None = None,
-    ) -> _Step:
+    ) -> _Step | Verdict:
         detector = self.detector
         if leaves is not None and outcome.result_hash and outcome.outcome_kind is None:
             volatile = learn(state.learned, call.tool_name, f"{ctx.run or ''}|{call.args_hash}", leaves)
             if volatile:
                 outcome = replace(outcome, result_hash=learned_hash(leaves, volatile))
-        record = detector.record_outcome_prepared(
-            state, call, outcome, error=error, call_id=ctx.call_id, run_id=ctx.run
-        )
-        step = _Step(Verdict("allow", None, call.tool_name, ctx.call_id))
+        record = detector.record_outcome_prepared(state, call, outcome, error, ctx.call_id, ctx.run)
         guard = state.compaction.get(ctx.run or "") if state.compaction else None
-        if guard is not None and record is not None and self.config.compaction_guard_enabled:
+        if guard is None and not self._post_outcome:  # the common case: no events possible
+            return Verdict("allow", None, call.tool_name, ctx.call_id)
+        step = _Step(Verdict("allow", None, call.tool_name, ctx.call_id))
+        if guard is not None and record is not None and self._compaction_on:
             verdict = guard.observe(call.tool_name, call.args_hash, record.result_hash)
             if verdict.should_abort:
                 step.abort = CompactionLoopPersistedError.from_verdict(verdict)
@@ -484,7 +500,7 @@ class LoopGuard:
                     count=verdict.count, message=verdict.message or "",
                 ))
                 return step
-        if self.config.post_outcome_warnings and self.config.rolling_enabled and record is not None:
+        if self._post_outcome and record is not None:
             # Would the same call, made next, continue a loop? Tell the model now, on this
             # result, instead of after it has made that call (a critical next call is still
             # blocked before it runs).
@@ -599,13 +615,13 @@ class LoopGuard:
             self._store_ok()
         return step
 
-    async def _arun(self, session: str, fn: Callable[[SessionState], _Step],
-                    fallback: Callable[[], _Step]) -> _Step:
+    async def _arun(self, session: str, fn: Callable[[SessionState], T],
+                    fallback: Callable[[], T]) -> T:
         store = self.store
         try:
             atransact = getattr(store, "atransact", None)
             if atransact is not None:
-                step = await cast(Callable[..., Awaitable[_Step]], atransact)(session, fn)
+                step = await cast(Callable[..., Awaitable[T]], atransact)(session, fn)
             else:
                 step = await asyncio.to_thread(store.transact, session, fn)
         except Exception as exc:
@@ -633,7 +649,10 @@ class LoopGuard:
             return _Step(Verdict("block", None, tool, call_id, STORE_DOWN_MESSAGE))
         return _Step(Verdict("allow", None, tool, call_id))
 
-    def _finish(self, step: _Step) -> Verdict:
+    def _finish(self, step: _Step | Verdict) -> Verdict:
+        if type(step) is Verdict:
+            return step
+        assert isinstance(step, _Step)
         if step.events:
             self._deliver(step.events)
             try:
@@ -644,7 +663,10 @@ class LoopGuard:
             raise step.abort
         return step.verdict
 
-    async def _afinish(self, step: _Step) -> Verdict:
+    async def _afinish(self, step: _Step | Verdict) -> Verdict:
+        if type(step) is Verdict:
+            return step
+        assert isinstance(step, _Step)
         self._deliver(step.events)
         if step.events:
             try:
@@ -695,11 +717,11 @@ class LoopGuard:
             return verdict, verdict
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
 
-        def both(state: SessionState) -> tuple[_Step, _Step]:
+        def both(state: SessionState) -> tuple[_Step | Verdict, _Step | Verdict]:
             return (self._before(state, call, ctx),
                     self._after(state, call, outcome, error, ctx, leaves))
 
-        def fallback() -> tuple[_Step, _Step]:
+        def fallback() -> tuple[_Step | Verdict, _Step | Verdict]:
             return self._store_fallback(call.tool_name, call_id), _Step(Verdict("allow"))
 
         before, after = self._run(session, both, fallback)

@@ -254,6 +254,12 @@ class ProfileRegistry:
     def _publish(self, snapshot: _Snapshot) -> None:
         self._snapshot = snapshot
 
+    @property
+    def snapshot(self) -> object:
+        """An immutable token of the current profiles: a new object after every change, so
+        callers can cache what they derived from the profiles against it."""
+        return self._snapshot
+
     def get(self, tool_name: str) -> ToolProfile | None:
         """The profile of a tool name or alias. An MCP-style namespaced name
         (``mcp__server__tool``, ``server:tool``) falls back to the profile of its bare tool

@@ -38,6 +38,10 @@ class MemoryStore:
         self._sessions: OrderedDict[str, _Entry] = OrderedDict()
         self._events: deque[LoopEvent] = deque(maxlen=max_events)
         self._lock = threading.Lock()
+        # Most calls hit the session used last: it is already at the LRU end, and idle
+        # sessions are swept at most once a second (or a TTL) instead of on every call.
+        self._newest: str | None = None
+        self._next_sweep = float("-inf")
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -51,14 +55,17 @@ class MemoryStore:
             entry = sessions.get(session)
             if entry is None:
                 entry = sessions[session] = _Entry(SessionState(), now)
+                self._newest = session
                 self._evict(now)
-                return fn(entry.state)
-            if self._expired(entry.last_used, now):
-                entry.state = SessionState()
-            entry.last_used = now
-            if len(sessions) > 1:
-                sessions.move_to_end(session)
-                self._evict(now)
+            else:
+                if self.idle_ttl is not None and now - entry.last_used > self.idle_ttl:
+                    entry.state = SessionState()
+                entry.last_used = now
+                if session != self._newest:
+                    sessions.move_to_end(session)
+                    self._newest = session
+                if now >= self._next_sweep:
+                    self._evict(now)
             return fn(entry.state)
         finally:
             self._lock.release()
@@ -87,12 +94,15 @@ class MemoryStore:
     def close(self) -> None:
         with self._lock:
             self._sessions.clear()
+            self._newest = None
 
     def _expired(self, last_used: float, now: float) -> bool:
         return self.idle_ttl is not None and now - last_used > self.idle_ttl
 
     def _evict(self, now: float) -> None:
         sessions = self._sessions
+        # Sessions only grow on creation, which always evicts; idle ones need a timed sweep.
+        self._next_sweep = float("inf") if self.idle_ttl is None else now + min(1.0, self.idle_ttl)
         if self.idle_ttl is not None:
             # Oldest-used first: stop at the first session still alive.
             while sessions:
