@@ -157,3 +157,22 @@ def test_memory_store_refreshes_reused_and_expired_sessions_as_most_recent() -> 
     store.transact("c", lambda s: None)  # evicts the least recently used: "b"
     assert store.load("b") is None
     assert store.load("a") is not None and store.load("c") is not None
+
+
+def test_prepared_fingerprints_follow_profile_changes_and_stay_bounded() -> None:
+    from loopwarden.profiles import ProfileRegistry
+
+    registry = ProfileRegistry()
+    detector = LoopDetector(LoopDetectionConfig(enabled=True), registry)
+    assert not detector.prepare("check_job", {"id": 1}).known_poll
+    registry.register("check_job", poll=True)
+    assert detector.prepare("check_job", {"id": 1}).known_poll  # not the cached answer
+    for i in range(5000):
+        detector.prepare("read", {"path": f"f{i}"})
+    assert len(detector._prepared) <= 1024
+    big = {"content": "x" * 10_000}
+    assert detector.prepare("write", big) == detector.prepare("write", big)
+    assert all(len(key[1]) <= 8192 for key in detector._prepared)
+    # The cached answer is the fresh one.
+    fresh = LoopDetector(LoopDetectionConfig(enabled=True), registry)
+    assert detector.prepare("check_job", {"id": 1}) == fresh.prepare("check_job", {"id": 1})

@@ -32,7 +32,8 @@ __all__ = ["LoopDetector", "limits_for", "resolve_registry"]
 
 log = logging.getLogger("loopwarden.detection")
 
-_PREPARED_CACHE_SIZE = 4096
+_PREPARED_CACHE_SIZE = 1024
+_PREPARED_MAX_ARGS = 8192  # bytes of canonical JSON: the cache holds at most ~8 MB
 
 _DETECTOR_LOG: dict[tuple[str, str], tuple[int, str]] = {
     ("global_circuit_breaker", "critical"): (
@@ -121,6 +122,8 @@ class LoopDetector:
         if snapshot is not self._prepared_for:
             self._prepared = {}
             self._prepared_for = snapshot
+        if len(canonical) > _PREPARED_MAX_ARGS:  # rarely repeated, and would pin memory
+            return self._fingerprint(tool_name, args, canonical, None)
         key = (tool_name, canonical)
         prospect = self._prepared.get(key)
         if prospect is None:
