@@ -11,10 +11,11 @@ Order of evidence, cheapest first:
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,10 @@ def _from_head(text: str, whole: bool) -> str | None:
     if not body.startswith(("{", "[")):
         return None
     records = _leading_records(body, whole)
-    if records:
-        return _classify_records(records)
+    first = next(records, None)
+    if first is not None:
+        # Lazily: most files are told by their first line, and the reader parses them again.
+        return _classify_records(itertools.chain((first,), records))
     if whole:
         found = _classify_text(body)
         if found is not None:
@@ -120,28 +123,28 @@ def _from_head(text: str, whole: bool) -> str | None:
     return None if prefix is None else _classify_text(prefix)
 
 
-def _leading_records(body: str, whole: bool) -> list[dict[str, Any]]:
-    """The first lines that are complete JSON objects (empty unless the file is JSONL-like)."""
-    lines = body.split("\n")
-    if not whole:
-        lines.pop()  # may be cut short
-    records: list[dict[str, Any]] = []
+def _leading_records(body: str, whole: bool) -> Iterator[dict[str, Any]]:
+    """The first lines that are complete JSON objects (none unless the file is JSONL-like)."""
+    lines = body.split("\n", _MAX_LINES * 4)
+    if not whole or len(lines) > _MAX_LINES * 4:
+        lines.pop()  # may be cut short, or is the unsplit rest
+    count = 0
     for line in lines:
         if not line.strip():
             continue
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
-            break
+            return
         if not isinstance(value, dict):
-            break
-        records.append(value)
-        if len(records) >= _MAX_LINES:
-            break
-    return records
+            return
+        yield value
+        count += 1
+        if count >= _MAX_LINES:
+            return
 
 
-def _classify_records(records: list[dict[str, Any]]) -> str | None:
+def _classify_records(records: Iterable[dict[str, Any]]) -> str | None:
     for record in records:
         for name, sniff in _RECORD_SNIFFERS:
             if sniff(record):
