@@ -8,6 +8,7 @@ counter, UUID or pid is recognised as no progress.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -18,17 +19,107 @@ _CLOCK = r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?\b"
 _EPOCH = r"\b1[5-9]\d{8}(?:\d{3})?(?:\.\d+)?\b"
 _UUID = r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 _HEX = r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{16,}\b"
-_DURATION = (
-    r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?)\b"
+_DURATION_UNITS = r"(?:ns|us|µs|ms|s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?)"
+_DURATION = r"\b\d+(?:\.\d+)?\s?" + _DURATION_UNITS + r"\b"
+_COUNTER_WORDS = (
+    "pid", "ppid", "elapsed", "uptime", "duration", "took", "age", "runtime", "attempt", "retry"
 )
-_COUNTER = r"\b(?:pid|ppid|elapsed|uptime|duration|took|age|runtime|attempt|retry)\b[\s#:=]*\d+(?:\.\d+)?"
-_AGO = r"\b\d+\s?(?:seconds?|minutes?|hours?|s|m|h)\s+ago\b"
+_COUNTER = r"\b(?:" + "|".join(_COUNTER_WORDS) + r")\b[\s#:=]*\d+(?:\.\d+)?"
+_AGO_UNITS = r"(?:seconds?|minutes?|hours?|s|m|h)"
+_AGO = r"\b\d+\s?" + _AGO_UNITS + r"\s+ago\b"
 
 _SPANS = (_ISO, _UUID, _HEX, _CLOCK, _EPOCH, _AGO, _COUNTER, _DURATION)
 VOLATILE_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in _SPANS)
 # One pass over the text: at each position the first alternative that matches wins, in the
 # order above (a full ISO timestamp before its clock part, a UUID before its hex runs).
+# This is the definition; _sub_spans computes the same substitution fast.
 _ALL_SPANS = re.compile("|".join(f"(?:{p})" for p in _SPANS), re.IGNORECASE)
+
+# _ALL_SPANS.sub costs ~400 ns a character: no alternative starts with something ``re`` can skip
+# ahead to, so all eight are tried at every position. But every match starts with a digit, or
+# with an ASCII letter that begins a word (a UUID or hex run, a counter keyword), and the two
+# kinds of start are found separately.
+#
+# Digit starts: the alternatives but COUNTER, with their first digit hoisted out so that ``re``
+# jumps from digit to digit, each restating what it asked of that digit: ``(?<!\w.)`` is the
+# ``\b`` before it, ``(?<=[0-9])`` a hex digit, ``(?<=1)`` the 1 of an epoch; HEX's required
+# digit is that one. The lookaheads only name the characters the next part must start with,
+# which spares trying each unit after every number.
+_DIGIT_LED = re.compile(
+    r"\d(?:"
+    r"\d{3}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|(?<!\w.)(?:"
+    r"(?<=[0-9])(?:[0-9a-f]{7}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+    r"|(?=[0-9a-f]*[a-f])[0-9a-f]{15,}\b)"
+    r"|\d?:\d{2}:\d{2}(?:[.,]\d{1,9})?\b"
+    r"|(?<=1)[5-9]\d{8}(?:\d{3})?(?:\.\d+)?\b"
+    r"|\d*(?=[\s.a-zµ])(?:\s?(?=[smh])" + _AGO_UNITS + r"\s+ago\b"
+    r"|(?:\.\d+)?\s?(?=[nuµmsh])" + _DURATION_UNITS + r"\b)"
+    r"))",
+    re.IGNORECASE,
+)
+
+
+# Letter starts: a word of 8+ hex digits whose first is a-f (UUID, HEX), or a COUNTER keyword.
+# Stopping ``re`` at every letter would cost what the hoisting saves, so candidates are found by
+# scanning for the literal b" x" in a one-byte-per-character shape of the text: "x" for a hex
+# letter or a keyword's first letter, "0" for a digit, other letters lowercased, " " for anything
+# else (every non-ASCII character included, so a word boundary is never missed). _ALL_SPANS then
+# tries each candidate, so the shape only has to find every start. It compares ASCII letters, so
+# the non-ASCII letters that case-insensitive matching equates with ASCII ones (İ ı ſ K) are
+# replaced by those first.
+_FOLDS = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))
+
+
+def _shape_table() -> bytes:
+    table = bytearray(b" " * 256)
+    for char in string.ascii_letters + "_":
+        table[ord(char)] = ord("x" if char.lower() in "abcdefprtu" else char.lower())
+    for char in string.digits:
+        table[ord(char)] = ord("0")
+    return bytes(table)
+
+
+_SHAPE = _shape_table()
+_LETTER_LED = re.compile(
+    rb" x(?:[x0]{7}|(?:"  # a UUID or hex run | a keyword and the non-word character after it
+    + b"|".join(word.encode().translate(_SHAPE)[1:] for word in _COUNTER_WORDS)
+    + rb")(?= ))"
+)
+
+
+def _letter_led_starts(text: str) -> list[int]:
+    if not text.isascii():
+        for folded, letter in _FOLDS:
+            text = text.replace(folded, letter)
+    shape = b" " + text.encode("ascii", "replace").translate(_SHAPE)
+    return [match.start() for match in _LETTER_LED.finditer(shape)]
+
+
+def _sub_spans(text: str) -> str:
+    """``_ALL_SPANS.sub("#", text)``, an order of magnitude faster."""
+    letter_led = [m for s in _letter_led_starts(text) if (m := _ALL_SPANS.match(text, s))]
+    if not letter_led:
+        return _DIGIT_LED.sub("#", text)
+    # Rare: merge both kinds of match, left to right, as one scan would take them. ``digit`` is
+    # always the first digit-led match at or after ``done``.
+    pieces: list[str] = []
+    done = 0
+    digit = _DIGIT_LED.search(text)
+    for letter in (*letter_led, None):
+        while digit is not None and (letter is None or digit.start() < letter.start()):
+            pieces += (text[done : digit.start()], "#")
+            done = digit.end()
+            digit = _DIGIT_LED.search(text, done)
+        if letter is not None and letter.start() >= done:
+            pieces += (text[done : letter.start()], "#")
+            done = letter.end()
+            if digit is not None and digit.start() < done:
+                digit = _DIGIT_LED.search(text, done)
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
 _NON_ASCII_DIGIT = re.compile(r"\d")
 
 
@@ -84,7 +175,7 @@ def mask_volatile(
             text = pattern.sub("#", text)
     if not builtin or not has_digit(text):
         return text
-    return _ALL_SPANS.sub("#", text)
+    return _sub_spans(text)
 
 
 _MAX_DEPTH = 64
