@@ -191,6 +191,8 @@ def mask_value(
     str/list/tuple/dict are returned as they are: masking is a refinement, never a reason to fail
     or to spend unbounded time.
     """
+    if type(value) is str:  # most tool results: skip the walk's set-up
+        return mask_volatile(value, extra, builtin=builtin)
     budget = [_MAX_NODES]
     return _mask(value, 0, set(), budget, lambda text: mask_volatile(text, extra, builtin=builtin))
 
