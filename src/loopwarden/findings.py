@@ -58,8 +58,8 @@ def replay(
         before, _ = guard.observe_call(call.tool_name, call.args, session=_SESSION,
                                        result=call.result, error=call.error,
                                        run_id=call.run_id, call_id=call_id)
-        # A warn or block before the call emits exactly one event; later ones are post-outcome.
-        _collect(findings, events, index, call, 1 if before.action != "allow" else 0)
+        if events:  # a warn or block before the call emits one event; later ones are post-outcome
+            _collect(findings, events, index, call, 1 if before.action != "allow" else 0)
     return findings
 
 

@@ -716,15 +716,17 @@ class LoopGuard:
             verdict = self._internal_error(tool_name, exc)
             return verdict, verdict
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-
-        def both(state: SessionState) -> tuple[_Step | Verdict, _Step | Verdict]:
-            return (self._before(state, call, ctx),
-                    self._after(state, call, outcome, error, ctx, leaves))
-
-        def fallback() -> tuple[_Step | Verdict, _Step | Verdict]:
-            return self._store_fallback(call.tool_name, call_id), _Step(Verdict("allow"))
-
-        before, after = self._run(session, both, fallback)
+        steps: tuple[_Step | Verdict, _Step | Verdict]
+        try:
+            steps = self.store.transact(session, lambda s: (
+                self._before(s, call, ctx), self._after(s, call, outcome, error, ctx, leaves)))
+        except Exception as exc:
+            steps = self._store_failed(exc, lambda: (
+                self._store_fallback(call.tool_name, call_id), Verdict("allow")))
+        else:
+            if self._store_down:
+                self._store_ok()
+        before, after = steps
         self.stats.calls += 1
         self.stats.outcomes += 1
         return self._finish(before), self._finish(after)
