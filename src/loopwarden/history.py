@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,7 +100,9 @@ class SessionState:
     compaction: dict[str, PostCompactionGuard] = field(default_factory=dict)
     learned: dict[str, Any] = field(default_factory=dict)
     _by_run: dict[RunKey, deque[CallRecord]] = field(default_factory=dict, repr=False)
-    _by_key: dict[tuple[RunKey, str], deque[CallRecord]] = field(default_factory=dict, repr=False)
+    # Lists, not deques: most keys hold one record for their whole life, and a deque allocates
+    # a 64-slot block on creation.
+    _by_key: dict[tuple[RunKey, str], list[CallRecord]] = field(default_factory=dict, repr=False)
     _by_call: dict[tuple[RunKey, str], CallRecord] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -113,9 +115,9 @@ class SessionState:
         """The run's records, oldest first (the run-scoped ``H`` of the spec)."""
         return self._by_run.get(run_id) or _EMPTY
 
-    def key_records(self, run_id: RunKey, args_hash: str) -> deque[CallRecord]:
+    def key_records(self, run_id: RunKey, args_hash: str) -> Sequence[CallRecord]:
         """The run's records with this args hash (tool name included), oldest first."""
-        return self._by_key.get((run_id, args_hash)) or _EMPTY
+        return self._by_key.get((run_id, args_hash)) or ()
 
     def find_call(self, run_id: RunKey, call_id: str | None) -> CallRecord | None:
         if not call_id:
@@ -137,8 +139,9 @@ class SessionState:
         key = (run, record.args_hash)
         by_key = self._by_key.get(key)
         if by_key is None:
-            by_key = self._by_key[key] = deque()
-        by_key.append(record)
+            self._by_key[key] = [record]
+        else:
+            by_key.append(record)
         if record.call_id:
             self._by_call[(run, record.call_id)] = record
         return record
@@ -166,7 +169,7 @@ class SessionState:
         record.args_hash = args_hash
         key = (record.run_id, args_hash)
         order = {id(r): i for i, r in enumerate(self.run_records(record.run_id))}
-        target = self._by_key.setdefault(key, deque())
+        target = self._by_key.setdefault(key, [])
         position = len(target)
         while position > 0 and order.get(id(target[position - 1]), -1) > order[id(record)]:
             position -= 1
@@ -239,9 +242,12 @@ class SessionState:
         key = (run, record.args_hash)
         by_key = self._by_key.get(key)
         if by_key:
-            by_key.popleft() if by_key[0] is record else by_key.remove(record)
-            if not by_key:
+            if len(by_key) == 1 and by_key[0] is record:
                 del self._by_key[key]
+            else:
+                by_key.remove(record)  # the oldest, so found at once
+                if not by_key:
+                    del self._by_key[key]
         if record.call_id and self._by_call.get((run, record.call_id)) is record:
             del self._by_call[(run, record.call_id)]
 
