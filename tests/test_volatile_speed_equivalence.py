@@ -97,7 +97,7 @@ _token = st.one_of(
 )
 _glue = st.sampled_from(["", "", " ", "\n", ":", "-", "=", "→", "中", "_"])
 _texts = st.lists(st.tuples(_glue, _token), max_size=10).map(lambda parts: "".join(sum(parts, ())))
-_SETTINGS = settings(max_examples=600, deadline=None,
+_SETTINGS = settings(max_examples=400, deadline=None,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
