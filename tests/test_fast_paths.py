@@ -73,6 +73,10 @@ def _replay_checking_shortcut(preset: Any, warning: int, seed: int) -> dict[str,
         if not state.run_records(run):
             expected = None
         assert detector.detect_prepared(state, call, run_id=run) == expected
+        # The gate's per-run error count matches the window, here and after a round trip.
+        for view in (state, SessionState.from_dict(state.to_dict())):
+            assert view.error_records(run) == sum(
+                1 for r in state.history if r.run_id == run and r.error_identity_hash)
         if expected is not None:
             fired[expected.detector] = fired.get(expected.detector, 0) + 1
         if rng.random() < 0.1:

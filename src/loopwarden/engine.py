@@ -279,7 +279,8 @@ class LoopDetector:
         record.no_progress = outcome.no_progress
         if self.limits.error_repeat_on and error is not MISSING and error is not None:
             masked = mask_volatile(error_text(error))
-            record.error_identity_hash = hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
+            state.set_error_identity(
+                record, hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest())
         if len(state.history) > self.config.history_size:
             state.trim(self.config.history_size)
         return record
@@ -346,11 +347,12 @@ class LoopDetector:
         to be this tool too. Unknown-tool streaks skip vetoes of any tool, so a newest veto or
         unknown-tool record always measures. Ping-pong needs the W - 1 newest records to
         alternate between the newest call and this one. Error streaks skip other tools, so
-        they always measure."""
+        they measure whenever the run holds enough records with an error identity."""
         limits = self.limits
         if len(state.key_records(run, call.args_hash)) >= limits.warning:
             return False
-        if limits.error_repeat_on:
+        if limits.error_repeat_on and state.error_records(run) >= min(limits.error_repeat,
+                                                                      limits.critical):
             return False
         last = records[-1]
         if last.is_veto:

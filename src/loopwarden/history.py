@@ -104,6 +104,9 @@ class SessionState:
     # a 64-slot block on creation.
     _by_key: dict[tuple[RunKey, str], list[CallRecord]] = field(default_factory=dict, repr=False)
     _by_call: dict[tuple[RunKey, str], CallRecord] = field(default_factory=dict, repr=False)
+    # Records with an error identity per run: an error streak needs that many, so the
+    # detectors' O(1) gate can rule it out.
+    _errors_by_run: dict[RunKey, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.history and not self._by_run:
@@ -118,6 +121,10 @@ class SessionState:
     def key_records(self, run_id: RunKey, args_hash: str) -> Sequence[CallRecord]:
         """The run's records with this args hash (tool name included), oldest first."""
         return self._by_key.get((run_id, args_hash)) or ()
+
+    def error_records(self, run_id: RunKey) -> int:
+        """How many of the run's records carry an error identity."""
+        return self._errors_by_run.get(run_id, 0)
 
     def find_call(self, run_id: RunKey, call_id: str | None) -> CallRecord | None:
         if not call_id:
@@ -144,7 +151,17 @@ class SessionState:
             by_key.append(record)
         if record.call_id:
             self._by_call[(run, record.call_id)] = record
+        if record.error_identity_hash is not None:
+            self._errors_by_run[run] = self._errors_by_run.get(run, 0) + 1
         return record
+
+    def set_error_identity(self, record: CallRecord, identity: str | None) -> None:
+        """Give a record in the window its error identity (keeps the per-run count)."""
+        before = record.error_identity_hash is not None
+        record.error_identity_hash = identity
+        change = (identity is not None) - before
+        if change:
+            self._errors_by_run[record.run_id] = self._errors_by_run.get(record.run_id, 0) + change
 
     def trim(self, limit: int) -> None:
         """Drop the oldest records beyond ``limit`` (OpenClaw's FIFO window)."""
@@ -250,6 +267,12 @@ class SessionState:
                     del self._by_key[key]
         if record.call_id and self._by_call.get((run, record.call_id)) is record:
             del self._by_call[(run, record.call_id)]
+        if record.error_identity_hash is not None:
+            left = self._errors_by_run.get(run, 0) - 1
+            if left > 0:
+                self._errors_by_run[run] = left
+            else:
+                self._errors_by_run.pop(run, None)
 
     def _reindex(self) -> None:
         records = list(self.history)
@@ -257,6 +280,7 @@ class SessionState:
         self._by_run.clear()
         self._by_key.clear()
         self._by_call.clear()
+        self._errors_by_run.clear()
         for record in records:
             self.append(record)
 
