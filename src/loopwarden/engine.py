@@ -340,7 +340,8 @@ class LoopDetector:
                           call: Prospect) -> bool:
         """A conservative O(1) test that no rule can fire, so most calls skip measuring.
 
-        Every threshold but the unknown-tool one is at least ``warningThreshold`` (W), so:
+        Every threshold but the unknown-tool and error-repeat ones is at least
+        ``warningThreshold`` (W), so:
         repeat rules need W records of this exact call. The churn and terminal-failure streaks
         walk back from the newest record through records of this tool only: they need it to be
         this tool, pending or with a no-progress flag or an outcome kind, and the record W back

@@ -255,13 +255,8 @@ class LoopGuard:
         except Exception as exc:
             return self._internal_error(tool_name, exc)
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        try:
-            step = self.store.transact(session, lambda s: self._before(s, call, ctx))
-        except Exception as exc:
-            step = self._store_failed(exc, lambda: self._store_fallback(call.tool_name, call_id))
-        else:
-            if self._store_down:
-                self._store_ok()
+        step = self._run(session, lambda s: self._before(s, call, ctx),
+                         fallback=lambda: self._store_fallback(call.tool_name, call_id))
         self.stats.calls += 1
         return self._finish(step)
 
@@ -279,14 +274,8 @@ class LoopGuard:
         except Exception as exc:
             return self._internal_error(tool_name, exc)
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        try:
-            step = self.store.transact(
-                session, lambda s: self._after(s, call, outcome, error, ctx, leaves))
-        except Exception as exc:
-            step = self._store_failed(exc, lambda: Verdict("allow", tool_name=call.tool_name))
-        else:
-            if self._store_down:
-                self._store_ok()
+        step = self._run(session, lambda s: self._after(s, call, outcome, error, ctx, leaves),
+                         fallback=lambda: Verdict("allow", tool_name=call.tool_name))
         self.stats.outcomes += 1
         return self._finish(step)
 
@@ -716,16 +705,11 @@ class LoopGuard:
             verdict = self._internal_error(tool_name, exc)
             return verdict, verdict
         ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        steps: tuple[_Step | Verdict, _Step | Verdict]
-        try:
-            steps = self.store.transact(session, lambda s: (
-                self._before(s, call, ctx), self._after(s, call, outcome, error, ctx, leaves)))
-        except Exception as exc:
-            steps = self._store_failed(exc, lambda: (
-                self._store_fallback(call.tool_name, call_id), Verdict("allow")))
-        else:
-            if self._store_down:
-                self._store_ok()
+        steps: tuple[_Step | Verdict, _Step | Verdict] = self._run(
+            session,
+            lambda s: (self._before(s, call, ctx), self._after(s, call, outcome, error, ctx, leaves)),
+            fallback=lambda: (self._store_fallback(call.tool_name, call_id), Verdict("allow")),
+        )
         before, after = steps
         self.stats.calls += 1
         self.stats.outcomes += 1
