@@ -8,7 +8,7 @@ in OpenClaw's order (§d). Nothing here mutates state or does I/O.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from .history import (
@@ -17,6 +17,7 @@ from .history import (
     CallRecord,
     SessionState,
 )
+from .profiles import ToolProfile
 
 __all__ = [
     "RULES",
@@ -79,6 +80,8 @@ class Prospect:
     known_poll: bool = False
     poll_critical_at_warning: bool = False
     mutation_target_hash: str | None = None
+    # The tool's profile when it was fingerprinted (its outcome is hashed by the same one).
+    profile: ToolProfile | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from .fingerprint import (
     error_text,
     mutation_target_hash,
     profiled_outcome,
+    text_outcome,
 )
 from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
 from .learning import Leaves, leaves_of
@@ -91,8 +92,8 @@ class LoopDetector:
     """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
 
     __slots__ = (
-        "_extended_unknown", "_learn", "_mask", "_prepared", "_prepared_for", "config", "limits",
-        "registry",
+        "_extended_unknown", "_history_size", "_learn", "_mask", "_prepared", "_prepared_for",
+        "config", "limits", "registry",
     )
 
     def __init__(
@@ -105,6 +106,7 @@ class LoopDetector:
         self._mask = self.config.mask_volatile
         self._learn = self.config.learn_volatile
         self._extended_unknown = self.config.extended_unknown_tools
+        self._history_size = self.config.history_size
         # Fingerprints of recent calls by their canonical arguments: the guard's after-call
         # hook, and every repeat of a looping call, then skip hashing, profile look-ups and
         # the write-target hash. Valid for one registry snapshot (profiles can change).
@@ -148,6 +150,7 @@ class LoopDetector:
             profile.is_poll(args),
             profile.poll_critical_at_warning,
             mutation_target_hash(tool, args, cwd) if tool == "write" else None,
+            profile,
         )
 
     def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:
@@ -164,7 +167,22 @@ class LoopDetector:
 
         Leaves are only taken from tools loopwarden hashes generically: OpenClaw's own
         projections already know what to ignore. The result is masked once for both."""
-        profile = self.registry.get(tool_name)
+        return self._observe(self.registry.get(tool_name), tool_name, args, result, error)
+
+    def observe_prepared(
+        self, call: Prospect, args: Any, result: Any, error: Any
+    ) -> tuple[Outcome, Leaves | None]:
+        """:meth:`observe_outcome` for a prepared call: its profile is already looked up."""
+        return self._observe(call.profile, call.tool_name, args, result, error)
+
+    def _observe(
+        self, profile: ToolProfile | None, tool_name: str, args: Any, result: Any, error: Any
+    ) -> tuple[Outcome, Leaves | None]:
+        if profile is None and type(result) is str and not self._mask and (
+            error is MISSING or error is None
+        ):
+            # The commonest outcome, text from a tool without a profile, is hashed as it is.
+            return text_outcome(result), (leaves_of(result) if self._learn else None)
         if profile is not None or self._mask:
             result, error = self._masked(profile, result, error)
         outcome = profiled_outcome(tool_name, profile, args, result, error,
@@ -222,10 +240,7 @@ class LoopDetector:
     ) -> CallRecord:
         """Append a pending record without looking for a retried call id first (the guard has
         just looked); ``run_id`` must already be normalised."""
-        record = state.append(_new_record(call, call_id, run_id))
-        if len(state.history) > self.config.history_size:
-            state.trim(self.config.history_size)
-        return record
+        return state.push(_new_record(call, call_id, run_id), self._history_size)
 
     def record_outcome(
         self,
@@ -261,7 +276,7 @@ class LoopDetector:
         record = state.find_call(run, call_id)
         if record is None or record.tool_name != call.tool_name:
             record = self._pending_for(state, run, call, call_id)
-        elif not record.pending:
+        elif record.result_hash is not None or record.outcome_kind is not None:  # not pending
             # A retried hook: the outcome is already counted. Only a call that was blocked and
             # then run anyway (an override, or a replay) replaces its veto with what happened.
             if not record.is_veto or outcome.outcome_kind == OUTCOME_VETO:
@@ -271,7 +286,7 @@ class LoopDetector:
             # which is what the search would find.)
             record = self._pending_for(state, run, call, call_id)
         if record is None:
-            record = state.append(_new_record(call, call_id, run))
+            record = state.push(_new_record(call, call_id, run), self._history_size)
         record.result_hash = outcome.result_hash
         record.outcome_kind = outcome.outcome_kind
         record.failure_identity_hash = outcome.failure_identity_hash
@@ -281,8 +296,6 @@ class LoopDetector:
             masked = mask_volatile(error_text(error))
             state.set_error_identity(
                 record, hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest())
-        if len(state.history) > self.config.history_size:
-            state.trim(self.config.history_size)
         return record
 
     @staticmethod

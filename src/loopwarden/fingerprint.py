@@ -70,6 +70,7 @@ __all__ = [
     "mutation_target_hash",
     "outcome_of",
     "profiled_outcome",
+    "text_outcome",
 ]
 
 _FAST_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -746,6 +747,11 @@ def _plain(result_hash: str) -> Outcome:
             _plain_cache.clear()
         outcome = _plain_cache[result_hash] = Outcome(result_hash)
     return outcome
+
+
+def text_outcome(text: str) -> Outcome:
+    """The outcome of a text result from a tool without a profile (no error)."""
+    return _plain(digest(text))
 
 
 _VETO: Final = Outcome(None, outcome_kind="tool-loop-veto")

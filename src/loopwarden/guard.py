@@ -251,14 +251,19 @@ class LoopGuard:
     ) -> Verdict:
         """Decide whether the call may run (spec §f.1 V2 wrapper + §f.2 dampening)."""
         try:
-            call = self.detector.prepare(tool_name, args)
+            prospect = self.detector.prepare(tool_name, args)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
-        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        step = self._run(session, lambda s: self._before(s, call, ctx),
-                         fallback=lambda: self._store_fallback(call.tool_name, call_id))
+        call = _Call(session, normalize_run_id(run_id), call_id, agent_id, prospect)
+        try:
+            step = self.store.transact(session, lambda state: self._before(state, call))
+        except Exception as exc:
+            step = self._store_failed(exc, lambda: self._store_fallback(prospect.tool_name, call_id))
+        else:
+            if self._store_down:
+                self._store_ok()
         self.stats.calls += 1
-        return self._finish(step)
+        return step if type(step) is Verdict else self._finish(step)
 
     def after_tool_call(
         self, tool_name: str, args: Any, *, session: str, result: Any = MISSING,
@@ -269,15 +274,19 @@ class LoopGuard:
         post-outcome check finds this result completed a pattern (annotate the result with it).
         Raises :class:`CompactionLoopPersistedError` when a loop survived compaction."""
         try:
-            call = self.detector.prepare(tool_name, args)
-            outcome, leaves = self.detector.observe_outcome(call.tool_name, args, result, error)
+            call = self._observed(tool_name, args, result, error, session, run_id, call_id,
+                                  agent_id)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
-        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        step = self._run(session, lambda s: self._after(s, call, outcome, error, ctx, leaves),
-                         fallback=lambda: Verdict("allow", tool_name=call.tool_name))
+        try:
+            step = self.store.transact(session, lambda state: self._after(state, call))
+        except Exception as exc:
+            step = self._store_failed(exc, lambda: Verdict("allow", None, call.prospect.tool_name))
+        else:
+            if self._store_down:
+                self._store_ok()
         self.stats.outcomes += 1
-        return self._finish(step)
+        return step if type(step) is Verdict else self._finish(step)
 
     def compaction_retried(self, *, session: str, run_id: str | None = None) -> None:
         """Arm the post-compaction guard of this session and run (after a compaction-retry)."""
@@ -299,7 +308,7 @@ class LoopGuard:
         holder: list[BatchAdmission] = []
 
         def fallback() -> _Step:
-            verdicts = tuple(self._store_fallback(p.tool_name, c.call_id).verdict
+            verdicts = tuple(self._store_fallback(p.tool_name, c.call_id)
                              for p, c in zip(prepared, calls, strict=True))
             holder.append(BatchAdmission(verdicts))
             return _Step(Verdict("allow"))
@@ -325,12 +334,12 @@ class LoopGuard:
         call_id: str | None = None, agent_id: str | None = None,
     ) -> Verdict:
         try:
-            call = self.detector.prepare(tool_name, args)
+            prospect = self.detector.prepare(tool_name, args)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
-        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        step = await self._arun(session, lambda s: self._before(s, call, ctx),
-                                fallback=lambda: self._store_fallback(call.tool_name, call_id))
+        call = _Call(session, normalize_run_id(run_id), call_id, agent_id, prospect)
+        step = await self._arun(session, lambda state: self._before(state, call),
+                                fallback=lambda: self._store_fallback(prospect.tool_name, call_id))
         self.stats.calls += 1
         return await self._afinish(step)
 
@@ -340,13 +349,12 @@ class LoopGuard:
         agent_id: str | None = None,
     ) -> Verdict:
         try:
-            call = self.detector.prepare(tool_name, args)
-            outcome, leaves = self.detector.observe_outcome(call.tool_name, args, result, error)
+            call = self._observed(tool_name, args, result, error, session, run_id, call_id,
+                                  agent_id)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
-        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
-        step = await self._arun(session, lambda s: self._after(s, call, outcome, error, ctx, leaves),
-                                fallback=lambda: _Step(Verdict("allow", tool_name=call.tool_name)))
+        step = await self._arun(session, lambda state: self._after(state, call),
+                                fallback=lambda: Verdict("allow", None, call.prospect.tool_name))
         self.stats.outcomes += 1
         return await self._afinish(step)
 
@@ -438,53 +446,67 @@ class LoopGuard:
 
     # -- the shared core (runs inside a store transaction) -----------------------------------
 
-    def _before(self, state: SessionState, call: Prospect, ctx: _Ctx) -> _Step | Verdict:
+    def _observed(
+        self, tool_name: str, args: Any, result: Any, error: Any, session: str,
+        run_id: str | None, call_id: str | None, agent_id: str | None,
+    ) -> _Call:
+        """An after-call hook's call, fingerprinted and its outcome hashed (outside the lock)."""
         detector = self.detector
-        seen = state.find_call(ctx.run, ctx.call_id)
-        if seen is not None and seen.tool_name == call.tool_name:
+        prospect = detector.prepare(tool_name, args)
+        call = _Call(session, normalize_run_id(run_id), call_id, agent_id, prospect)
+        call.outcome, call.leaves = detector.observe_prepared(prospect, args, result, error)
+        call.error = error
+        return call
+
+    def _before(self, state: SessionState, call: _Call) -> _Step | Verdict:
+        detector = self.detector
+        prospect = call.prospect
+        seen = state.find_call(call.run, call.call_id)
+        if seen is not None and seen.tool_name == prospect.tool_name:
             # A retried hook: answer as the first delivery did, without counting or warning again.
             if seen.is_veto:
-                again = detector.detect_prepared(state, call, run_id=ctx.run)
-                return _Step(Verdict("block", again, call.tool_name, ctx.call_id))
-            return _Step(Verdict("allow", None, call.tool_name, ctx.call_id))
+                again = detector.detect_prepared(state, prospect, run_id=call.run)
+                return Verdict("block", again, prospect.tool_name, call.call_id)
+            return Verdict("allow", None, prospect.tool_name, call.call_id)
         if not self._rolling:
-            return Verdict("allow", None, call.tool_name, ctx.call_id)
-        detection = detector.detect_prepared(state, call, run_id=ctx.run)
+            return Verdict("allow", None, prospect.tool_name, call.call_id)
+        detection = detector.detect_prepared(state, prospect, run_id=call.run)
         if detection is None:  # the common case, kept short: no events, so no _Step
-            detector.append_prepared(state, call, ctx.call_id, ctx.run)
-            return Verdict("allow", None, call.tool_name, ctx.call_id)
+            detector.append_prepared(state, prospect, call.call_id, call.run)
+            return Verdict("allow", None, prospect.tool_name, call.call_id)
         if detection.level == "critical":
-            detector.record_outcome_prepared(state, call, _VETO, call_id=ctx.call_id, run_id=ctx.run)
-            verdict = Verdict("block", detection, call.tool_name, ctx.call_id)
-            return _Step(verdict, [self._event(ctx, call.tool_name, detection, "block", state)])
-        step = _Step(Verdict("allow", detection, call.tool_name, ctx.call_id))
-        if self._should_warn(state, detection, call.tool_name, ctx.run):
+            detector.record_outcome_prepared(state, prospect, _VETO, call_id=call.call_id,
+                                             run_id=call.run)
+            verdict = Verdict("block", detection, prospect.tool_name, call.call_id)
+            return _Step(verdict, [self._event(call, prospect.tool_name, detection, "block", state)])
+        step = _Step(Verdict("allow", detection, prospect.tool_name, call.call_id))
+        if self._should_warn(state, detection, prospect.tool_name, call.run):
             step.verdict.action = "warn"
-            step.events.append(self._event(ctx, call.tool_name, detection, "warn", state))
-        detector.append_prepared(state, call, ctx.call_id, ctx.run)
+            step.events.append(self._event(call, prospect.tool_name, detection, "warn", state))
+        detector.append_prepared(state, prospect, call.call_id, call.run)
         return step
 
-    def _after(
-        self, state: SessionState, call: Prospect, outcome: Outcome, error: Any, ctx: _Ctx,
-        leaves: Leaves | None = None,
-    ) -> _Step | Verdict:
+    def _after(self, state: SessionState, call: _Call) -> _Step | Verdict:
         detector = self.detector
+        prospect, outcome, leaves = call.prospect, call.outcome, call.leaves
         if leaves is not None and outcome.result_hash and outcome.outcome_kind is None:
-            volatile = learn(state.learned, call.tool_name, f"{ctx.run or ''}|{call.args_hash}", leaves)
+            volatile = learn(state.learned, prospect.tool_name,
+                             f"{call.run or ''}|{prospect.args_hash}", leaves)
             if volatile:
                 outcome = replace(outcome, result_hash=learned_hash(leaves, volatile))
-        record = detector.record_outcome_prepared(state, call, outcome, error, ctx.call_id, ctx.run)
-        guard = state.compaction.get(ctx.run or "") if state.compaction else None
+        record = detector.record_outcome_prepared(state, prospect, outcome, call.error,
+                                                  call.call_id, call.run)
+        guard = state.compaction.get(call.run or "") if state.compaction else None
         if guard is None and not self._post_outcome:  # the common case: no events possible
-            return Verdict("allow", None, call.tool_name, ctx.call_id)
-        step = _Step(Verdict("allow", None, call.tool_name, ctx.call_id))
+            return Verdict("allow", None, prospect.tool_name, call.call_id)
+        step = _Step(Verdict("allow", None, prospect.tool_name, call.call_id))
         if guard is not None and record is not None and self._compaction_on:
-            verdict = guard.observe(call.tool_name, call.args_hash, record.result_hash)
+            verdict = guard.observe(prospect.tool_name, prospect.args_hash, record.result_hash)
             if verdict.should_abort:
                 step.abort = CompactionLoopPersistedError.from_verdict(verdict)
                 step.events.append(LoopEvent(
-                    session=ctx.session, run=ctx.run, agent=ctx.agent, call_id=ctx.call_id,
-                    tool=call.tool_name, level="critical", action="abort",
+                    session=call.session, run=call.run, agent=call.agent, call_id=call.call_id,
+                    tool=prospect.tool_name, level="critical", action="abort",
                     detector=verdict.detector or "compaction_loop_persisted",
                     count=verdict.count, message=verdict.message or "",
                 ))
@@ -493,11 +515,11 @@ class LoopGuard:
             # Would the same call, made next, continue a loop? Tell the model now, on this
             # result, instead of after it has made that call (a critical next call is still
             # blocked before it runs).
-            detection = detector.detect_prepared(state, call, run_id=ctx.run)
-            if detection is not None and self._should_warn(state, detection, call.tool_name,
-                                                           ctx.run, any_level=True):
+            detection = detector.detect_prepared(state, prospect, run_id=call.run)
+            if detection is not None and self._should_warn(state, detection, prospect.tool_name,
+                                                           call.run, any_level=True):
                 step.verdict = replace(step.verdict, action="warn", detection=detection)
-                step.events.append(self._event(ctx, call.tool_name, detection, "warn", state))
+                step.events.append(self._event(call, prospect.tool_name, detection, "warn", state))
         return step
 
     def _arm(self, state: SessionState, run: str | None) -> _Step:
@@ -633,10 +655,10 @@ class LoopGuard:
             self._store_down = False
             log.warning("loopwarden state store recovered; loop detection resumed")
 
-    def _store_fallback(self, tool: str, call_id: str | None) -> _Step:
+    def _store_fallback(self, tool: str, call_id: str | None) -> Verdict:
         if self.fail_closed:
-            return _Step(Verdict("block", None, tool, call_id, STORE_DOWN_MESSAGE))
-        return _Step(Verdict("allow", None, tool, call_id))
+            return Verdict("block", None, tool, call_id, STORE_DOWN_MESSAGE)
+        return Verdict("allow", None, tool, call_id)
 
     def _finish(self, step: _Step | Verdict) -> Verdict:
         if type(step) is Verdict:
@@ -699,16 +721,16 @@ class LoopGuard:
         guard would have given before it, and the one after its outcome, in one transaction.
         A call that would have been blocked is still recorded as having run."""
         try:
-            call = self.detector.prepare(tool_name, args)
-            outcome, leaves = self.detector.observe_outcome(call.tool_name, args, result, error)
+            call = self._observed(tool_name, args, result, error, session, run_id, call_id,
+                                  agent_id)
         except Exception as exc:
             verdict = self._internal_error(tool_name, exc)
             return verdict, verdict
-        ctx = _Ctx(session, normalize_run_id(run_id), call_id, agent_id)
         steps: tuple[_Step | Verdict, _Step | Verdict] = self._run(
             session,
-            lambda s: (self._before(s, call, ctx), self._after(s, call, outcome, error, ctx, leaves)),
-            fallback=lambda: (self._store_fallback(call.tool_name, call_id), Verdict("allow")),
+            lambda state: (self._before(state, call), self._after(state, call)),
+            fallback=lambda: (self._store_fallback(call.prospect.tool_name, call_id),
+                              Verdict("allow")),
         )
         before, after = steps
         self.stats.calls += 1
@@ -724,7 +746,7 @@ class LoopGuard:
 class _Ctx:
     """Who a transaction is for: session, normalised run, call id, agent."""
 
-    # A plain slots class: a frozen dataclass costs a microsecond to build, once per call.
+    # A plain slots class: a frozen dataclass costs a microsecond to build, once per hook.
     __slots__ = ("agent", "call_id", "run", "session")
 
     def __init__(self, session: str, run: str | None, call_id: str | None,
@@ -737,6 +759,24 @@ class _Ctx:
     def for_call(self, call_id: str | None) -> _Ctx:
         return _Ctx(self.session, self.run, call_id, self.agent)
 
+
+class _Call(_Ctx):
+    """One hook's call: its context, its fingerprint and (after it ran) its outcome — all a
+    transaction needs, in one object so the hot path builds one closure over it."""
+
+    __slots__ = ("error", "leaves", "outcome", "prospect")
+    # Set by the after-call hook only (see LoopGuard._observed).
+    outcome: Outcome
+    error: Any
+    leaves: Leaves | None
+
+    def __init__(self, session: str, run: str | None, call_id: str | None, agent: str | None,
+                 prospect: Prospect) -> None:
+        self.session = session
+        self.run = run
+        self.call_id = call_id
+        self.agent = agent
+        self.prospect = prospect
 
 
 def _common_run(calls: Sequence[ToolCall]) -> str | None:

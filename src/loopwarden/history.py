@@ -155,6 +155,17 @@ class SessionState:
             self._errors_by_run[run] = self._errors_by_run.get(run, 0) + 1
         return record
 
+    def push(self, record: CallRecord, limit: int) -> CallRecord:
+        """Append a record and keep the window at ``limit`` records (one in, one out)."""
+        self.append(record)
+        history = self.history
+        if len(history) > limit:
+            if len(history) == limit + 1:
+                self._forget(history.pop(0))
+            else:
+                self.trim(limit)
+        return record
+
     def set_error_identity(self, record: CallRecord, identity: str | None) -> None:
         """Give a record in the window its error identity (keeps the per-run count)."""
         before = record.error_identity_hash is not None
@@ -250,23 +261,22 @@ class SessionState:
     # -- internals ---------------------------------------------------------------------------
 
     def _forget(self, record: CallRecord) -> None:
+        # The record leaving the window is the oldest of its run and of its key, so each view
+        # gives it up from its front.
         run = record.run_id
-        by_run = self._by_run.get(run)
-        if by_run:
-            by_run.popleft() if by_run[0] is record else by_run.remove(record)
-            if not by_run:
-                del self._by_run[run]
+        by_run = self._by_run[run]
+        by_run.popleft() if by_run[0] is record else by_run.remove(record)
+        if not by_run:
+            del self._by_run[run]
         key = (run, record.args_hash)
-        by_key = self._by_key.get(key)
-        if by_key:
-            if len(by_key) == 1 and by_key[0] is record:
-                del self._by_key[key]
-            else:
-                by_key.remove(record)  # the oldest, so found at once
-                if not by_key:
-                    del self._by_key[key]
-        if record.call_id and self._by_call.get((run, record.call_id)) is record:
-            del self._by_call[(run, record.call_id)]
+        by_key = self._by_key[key]
+        if len(by_key) == 1:
+            del self._by_key[key]
+        else:
+            by_key.remove(record)
+        call_id = record.call_id
+        if call_id and self._by_call.get((run, call_id)) is record:
+            del self._by_call[(run, call_id)]
         if record.error_identity_hash is not None:
             left = self._errors_by_run.get(run, 0) - 1
             if left > 0:

@@ -187,9 +187,14 @@ class _Snapshot:
 class ProfileRegistry:
     """A thread-safe, copy-on-write map from tool names and aliases to :class:`ToolProfile`."""
 
+    snapshot: object
+    """An immutable token of the current profiles: a new object after every change, so callers
+    can cache what they derived from the profiles against it. (An attribute, not a property:
+    the detector reads it on every call.)"""
+
     def __init__(self, profiles: Iterable[ToolProfile] = ()) -> None:
         self._lock = threading.Lock()
-        self._snapshot = _Snapshot(profiles={}, lookup={})
+        self._publish(_Snapshot(profiles={}, lookup={}))
         for profile in profiles:
             self.add(profile)
 
@@ -252,13 +257,7 @@ class ProfileRegistry:
             return profile
 
     def _publish(self, snapshot: _Snapshot) -> None:
-        self._snapshot = snapshot
-
-    @property
-    def snapshot(self) -> object:
-        """An immutable token of the current profiles: a new object after every change, so
-        callers can cache what they derived from the profiles against it."""
-        return self._snapshot
+        self._snapshot = self.snapshot = snapshot
 
     def get(self, tool_name: str) -> ToolProfile | None:
         """The profile of a tool name or alias. An MCP-style namespaced name
@@ -293,7 +292,7 @@ class ProfileRegistry:
         """An independent registry starting from this one's profiles (e.g. per guard)."""
         clone = ProfileRegistry()
         # Snapshots are never mutated after publication, so sharing one is safe.
-        clone._snapshot = self._snapshot
+        clone._publish(self._snapshot)
         return clone
 
     def __contains__(self, tool_name: object) -> bool:

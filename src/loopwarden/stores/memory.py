@@ -51,6 +51,12 @@ class MemoryStore:
         self._lock.acquire()
         try:
             now = self._clock()
+            if session == self._newest and now < self._next_sweep:
+                # The session used last, within a sweep interval (at most one TTL) of the last
+                # sweep, which ran at or before its last use: it cannot have expired.
+                entry = self._sessions[session]
+                entry.last_used = now
+                return fn(entry.state)
             sessions = self._sessions
             entry = sessions.get(session)
             if entry is None:
