@@ -178,15 +178,14 @@ class LoopDetector:
     def _observe(
         self, profile: ToolProfile | None, tool_name: str, args: Any, result: Any, error: Any
     ) -> tuple[Outcome, Leaves | None]:
-        if profile is None and type(result) is str and not self._mask and (
-            error is MISSING or error is None
-        ):
-            # The commonest outcome, text from a tool without a profile, is hashed as it is.
-            return text_outcome(result), (leaves_of(result) if self._learn else None)
         if profile is not None or self._mask:
             result, error = self._masked(profile, result, error)
-        outcome = profiled_outcome(tool_name, profile, args, result, error,
-                                   extended_unknown=self._extended_unknown)
+        if type(result) is str and (error is MISSING or error is None):
+            # Most results are text: no profile projects text, so it is hashed as it is.
+            outcome = text_outcome(result)
+        else:
+            outcome = profiled_outcome(tool_name, profile, args, result, error,
+                                       extended_unknown=self._extended_unknown)
         learnable = (
             self._learn and result is not MISSING and (error is MISSING or error is None)
             and not (profile is not None and (profile._projection or profile.is_send_like(args)))

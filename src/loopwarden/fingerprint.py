@@ -37,9 +37,8 @@ import uuid
 from array import array
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any, Final, TypeGuard
+from typing import Any, Final, NamedTuple, TypeGuard
 
 import orjson
 
@@ -722,9 +721,11 @@ def _quotes_escaped_at(text: str, low: int, high: int, unit: int) -> bool:
 # Outcome hashing (§c.3-§c.6)
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What one tool outcome contributes to the loop history."""
+class Outcome(NamedTuple):
+    """What one tool outcome contributes to the loop history.
+
+    An immutable value built for nearly every result: a named tuple costs a fifth of a frozen
+    dataclass to build."""
 
     result_hash: str | None  # 64-hex, "error:<64hex>", or None (nothing to record)
     outcome_kind: str | None = None  # "tool-loop-veto" | "terminal-exec-failure" | "write-mutation"
@@ -734,23 +735,18 @@ class Outcome:
 
 
 _NOTHING: Final = Outcome(None)
-_PLAIN_CACHE_SIZE: Final = 1024
-_plain_cache: dict[str, Outcome] = {}
+_new_tuple: Final = tuple.__new__
 
 
 def _plain(result_hash: str) -> Outcome:
-    """A hash-only Outcome; shared instances, since loops repeat outcomes and frozen dataclass
-    construction costs about as much as hashing a small result."""
-    outcome = _plain_cache.get(result_hash)
-    if outcome is None:
-        if len(_plain_cache) >= _PLAIN_CACHE_SIZE:
-            _plain_cache.clear()
-        outcome = _plain_cache[result_hash] = Outcome(result_hash)
-    return outcome
+    """A hash-only Outcome (tuple.__new__ skips the named tuple's keyword handling: half the
+    cost, for nearly every result)."""
+    return _new_tuple(Outcome, (result_hash, None, None, False, None))
 
 
 def text_outcome(text: str) -> Outcome:
-    """The outcome of a text result from a tool without a profile (no error)."""
+    """The outcome of a text result (no error), whatever the tool's profile: projections and
+    volatile keys apply to structured results only."""
     return _plain(digest(text))
 
 
@@ -852,6 +848,12 @@ def _details_and_text(result: Mapping[str, object]) -> tuple[Mapping[str, object
 
 
 def _content_text(content: list[object] | tuple[object, ...]) -> str:
+    if len(content) == 1:  # the usual single text block, without the general loop
+        entry = content[0]
+        if type(entry) is dict:
+            text = entry.get("text")
+            if type(text) is str and isinstance(entry.get("type"), str):
+                return text.strip()
     texts: list[str] = []
     for entry in content:
         if type(entry) is dict or isinstance(entry, Mapping):

@@ -493,7 +493,7 @@ class LoopGuard:
             volatile = learn(state.learned, prospect.tool_name,
                              f"{call.run or ''}|{prospect.args_hash}", leaves)
             if volatile:
-                outcome = replace(outcome, result_hash=learned_hash(leaves, volatile))
+                outcome = outcome._replace(result_hash=learned_hash(leaves, volatile))
         record = detector.record_outcome_prepared(state, prospect, outcome, call.error,
                                                   call.call_id, call.run)
         guard = state.compaction.get(call.run or "") if state.compaction else None

@@ -137,7 +137,12 @@ class SessionState:
     # -- mutation ----------------------------------------------------------------------------
 
     def append(self, record: CallRecord) -> CallRecord:
-        self.history.append(record)
+        return self.push(record, None)
+
+    def push(self, record: CallRecord, limit: int | None) -> CallRecord:
+        """Append a record, then keep the window at ``limit`` records (one in, one out)."""
+        history = self.history
+        history.append(record)
         run = record.run_id
         by_run = self._by_run.get(run)
         if by_run is None:
@@ -153,13 +158,7 @@ class SessionState:
             self._by_call[(run, record.call_id)] = record
         if record.error_identity_hash is not None:
             self._errors_by_run[run] = self._errors_by_run.get(run, 0) + 1
-        return record
-
-    def push(self, record: CallRecord, limit: int) -> CallRecord:
-        """Append a record and keep the window at ``limit`` records (one in, one out)."""
-        self.append(record)
-        history = self.history
-        if len(history) > limit:
+        if limit is not None and len(history) > limit:
             if len(history) == limit + 1:
                 self._forget(history.pop(0))
             else:

@@ -54,9 +54,9 @@ class MemoryStore:
             if session == self._newest and now < self._next_sweep:
                 # The session used last, within a sweep interval (at most one TTL) of the last
                 # sweep, which ran at or before its last use: it cannot have expired.
-                entry = self._sessions[session]
-                entry.last_used = now
-                return fn(entry.state)
+                newest = self._sessions[session]
+                newest.last_used = now
+                return fn(newest.state)
             sessions = self._sessions
             entry = sessions.get(session)
             if entry is None:
