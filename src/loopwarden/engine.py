@@ -167,24 +167,20 @@ class LoopDetector:
 
         Leaves are only taken from tools loopwarden hashes generically: OpenClaw's own
         projections already know what to ignore. The result is masked once for both."""
-        return self._observe(self.registry.get(tool_name), tool_name, args, result, error)
+        return self.observe_prepared(self.prepare(tool_name, args), args, result, error)
 
     def observe_prepared(
         self, call: Prospect, args: Any, result: Any, error: Any
     ) -> tuple[Outcome, Leaves | None]:
-        """:meth:`observe_outcome` for a prepared call: its profile is already looked up."""
-        return self._observe(call.profile, call.tool_name, args, result, error)
-
-    def _observe(
-        self, profile: ToolProfile | None, tool_name: str, args: Any, result: Any, error: Any
-    ) -> tuple[Outcome, Leaves | None]:
+        """:meth:`observe_outcome` for a prepared call (its profile is already looked up)."""
+        profile = call.profile
         if profile is not None or self._mask:
             result, error = self._masked(profile, result, error)
         if type(result) is str and (error is MISSING or error is None):
             # Most results are text: no profile projects text, so it is hashed as it is.
             outcome = text_outcome(result)
         else:
-            outcome = profiled_outcome(tool_name, profile, args, result, error,
+            outcome = profiled_outcome(call.tool_name, profile, args, result, error,
                                        extended_unknown=self._extended_unknown)
         learnable = (
             self._learn and result is not MISSING and (error is MISSING or error is None)
@@ -368,7 +364,7 @@ class LoopDetector:
                                                                       limits.critical):
             return False
         last = records[-1]
-        if last.is_veto:
+        if last.outcome_kind == OUTCOME_VETO:
             return False
         if last.tool_name == call.tool_name:
             if last.unknown_tool_name is not None:
