@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from loopwarden import LoopDetectionConfig, LoopGuard, args_hash
+from loopwarden import MISSING, LoopDetectionConfig, LoopGuard, args_hash
 from loopwarden.detectors import Facts, evaluate
 from loopwarden.engine import LoopDetector
 from loopwarden.fingerprint import digest, mask_when_spans, outcome_of
@@ -161,6 +161,35 @@ def test_memory_store_refreshes_reused_and_expired_sessions_as_most_recent() -> 
     store.transact("c", lambda s: None)  # evicts the least recently used: "b"
     assert store.load("b") is None
     assert store.load("a") is not None and store.load("c") is not None
+
+
+@pytest.mark.parametrize("preset", ["openclaw", "early"])
+def test_text_results_hash_as_the_general_outcome_path_does(preset: Any) -> None:
+    # The after-call hook hashes text results directly; the general path (profiles, masking,
+    # projections) must agree for every built-in profile and for a tool without one.
+    detector = LoopDetector(LoopDetectionConfig(enabled=True, preset=preset))
+    tools = [*default_registry.names(), "mcp__srv__BashOutput", "no_such_profile"]
+    texts = ["", "ok", "  padded  ", "job 4f2a done at 10:00:01", "bash_id: abc-12 started",
+             "(no new output)", "Unknown tool: ghost", "é ünïcode 12ms"]
+    for tool in tools:
+        for text in texts:
+            for args in ({}, {"action": "poll", "sessionId": "s1"}, {"command": "ls"}):
+                observed, _ = detector.observe_outcome(tool, args, text, MISSING)
+                assert observed == detector.outcome(tool, args, text), (tool, text, args)
+
+
+@pytest.mark.parametrize("ttl", [0.5, 10.0])
+def test_the_session_used_last_still_expires_and_stays_alive_while_used(ttl: float) -> None:
+    # The store skips expiry bookkeeping for the session used last within a sweep interval;
+    # an idle gap longer than the TTL must still give that session a fresh state.
+    now = [0.0]
+    store = MemoryStore(idle_ttl=ttl, clock=lambda: now[0])
+    store.transact("a", lambda s: s.warning_buckets.update(x=1))
+    for _ in range(50):  # used more often than its TTL, for many TTLs: kept
+        now[0] += ttl * 0.9
+        assert store.transact("a", lambda s: dict(s.warning_buckets)) == {"x": 1}
+    now[0] += ttl * 1.1  # then idle for longer than the TTL
+    assert store.transact("a", lambda s: dict(s.warning_buckets)) == {}
 
 
 def test_prepared_fingerprints_follow_profile_changes_and_stay_bounded() -> None:

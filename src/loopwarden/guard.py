@@ -255,6 +255,8 @@ class LoopGuard:
         except Exception as exc:
             return self._internal_error(tool_name, exc)
         call = _Call(session, normalize_run_id(run_id), call_id, agent_id, prospect)
+        # (_run's failure policy, written out in the two per-call hooks: no fallback closure
+        # and no extra call on the path every tool call takes.)
         try:
             step = self.store.transact(session, lambda state: self._before(state, call))
         except Exception as exc:
