@@ -260,7 +260,8 @@ class LoopGuard:
         try:
             step = self.store.transact(session, lambda state: self._before(state, call))
         except Exception as exc:
-            step = self._store_failed(exc, lambda: self._store_fallback(prospect.tool_name, call_id))
+            step = self._store_failed(exc, lambda: self._store_fallback(call.prospect.tool_name,
+                                                                        call.call_id))
         else:
             if self._store_down:
                 self._store_ok()

@@ -99,37 +99,34 @@ class SessionState:
     recovery_used: dict[str, bool] = field(default_factory=dict)
     compaction: dict[str, PostCompactionGuard] = field(default_factory=dict)
     learned: dict[str, Any] = field(default_factory=dict)
-    _by_run: dict[RunKey, deque[CallRecord]] = field(default_factory=dict, repr=False)
-    # Lists, not deques: most keys hold one record for their whole life, and a deque allocates
-    # a 64-slot block on creation.
-    _by_key: dict[tuple[RunKey, str], list[CallRecord]] = field(default_factory=dict, repr=False)
-    _by_call: dict[tuple[RunKey, str], CallRecord] = field(default_factory=dict, repr=False)
-    # Records with an error identity per run: an error streak needs that many, so the
-    # detectors' O(1) gate can rule it out.
-    _errors_by_run: dict[RunKey, int] = field(default_factory=dict, repr=False)
+    _runs: dict[RunKey, _RunView] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        if self.history and not self._by_run:
+        if self.history and not self._runs:
             self._reindex()
 
     # -- views -------------------------------------------------------------------------------
 
     def run_records(self, run_id: RunKey) -> deque[CallRecord]:
         """The run's records, oldest first (the run-scoped ``H`` of the spec)."""
-        return self._by_run.get(run_id) or _EMPTY
+        view = self._runs.get(run_id)
+        return _EMPTY if view is None else view.records
 
     def key_records(self, run_id: RunKey, args_hash: str) -> Sequence[CallRecord]:
         """The run's records with this args hash (tool name included), oldest first."""
-        return self._by_key.get((run_id, args_hash)) or ()
+        view = self._runs.get(run_id)
+        return () if view is None else view.by_key.get(args_hash) or ()
 
     def error_records(self, run_id: RunKey) -> int:
         """How many of the run's records carry an error identity."""
-        return self._errors_by_run.get(run_id, 0)
+        view = self._runs.get(run_id)
+        return 0 if view is None else view.errors
 
     def find_call(self, run_id: RunKey, call_id: str | None) -> CallRecord | None:
         if not call_id:
             return None
-        return self._by_call.get((run_id, call_id))
+        view = self._runs.get(run_id)
+        return None if view is None else view.by_call.get(call_id)
 
     def reversed_run(self, run_id: RunKey) -> Iterator[CallRecord]:
         return reversed(self.run_records(run_id))
@@ -143,21 +140,19 @@ class SessionState:
         """Append a record, then keep the window at ``limit`` records (one in, one out)."""
         history = self.history
         history.append(record)
-        run = record.run_id
-        by_run = self._by_run.get(run)
-        if by_run is None:
-            by_run = self._by_run[run] = deque()
-        by_run.append(record)
-        key = (run, record.args_hash)
-        by_key = self._by_key.get(key)
+        view = self._runs.get(record.run_id)
+        if view is None:
+            view = self._runs[record.run_id] = _RunView()
+        view.records.append(record)
+        by_key = view.by_key.get(record.args_hash)
         if by_key is None:
-            self._by_key[key] = [record]
+            view.by_key[record.args_hash] = [record]
         else:
             by_key.append(record)
         if record.call_id:
-            self._by_call[(run, record.call_id)] = record
+            view.by_call[record.call_id] = record
         if record.error_identity_hash is not None:
-            self._errors_by_run[run] = self._errors_by_run.get(run, 0) + 1
+            view.errors += 1
         if limit is not None and len(history) > limit:
             if len(history) == limit + 1:
                 self._forget(history.pop(0))
@@ -171,7 +166,7 @@ class SessionState:
         record.error_identity_hash = identity
         change = (identity is not None) - before
         if change:
-            self._errors_by_run[record.run_id] = self._errors_by_run.get(record.run_id, 0) + change
+            self._runs[record.run_id].errors += change
 
     def trim(self, limit: int) -> None:
         """Drop the oldest records beyond ``limit`` (OpenClaw's FIFO window)."""
@@ -188,15 +183,15 @@ class SessionState:
 
     def rebind(self, record: CallRecord, args_hash: str) -> None:
         """Give a pending record new arguments (final, post-hook args), keeping views in order."""
-        old = self._by_key.get((record.run_id, record.args_hash))
+        by_key = self._runs[record.run_id].by_key
+        old = by_key.get(record.args_hash)
         if old is not None:
             old.remove(record)
             if not old:
-                del self._by_key[(record.run_id, record.args_hash)]
+                del by_key[record.args_hash]
         record.args_hash = args_hash
-        key = (record.run_id, args_hash)
         order = {id(r): i for i, r in enumerate(self.run_records(record.run_id))}
-        target = self._by_key.setdefault(key, [])
+        target = by_key.setdefault(args_hash, [])
         position = len(target)
         while position > 0 and order.get(id(target[position - 1]), -1) > order[id(record)]:
             position -= 1
@@ -261,37 +256,45 @@ class SessionState:
 
     def _forget(self, record: CallRecord) -> None:
         # The record leaving the window is the oldest of its run and of its key, so each view
-        # gives it up from its front.
-        run = record.run_id
-        by_run = self._by_run[run]
-        by_run.popleft() if by_run[0] is record else by_run.remove(record)
-        if not by_run:
-            del self._by_run[run]
-        key = (run, record.args_hash)
-        by_key = self._by_key[key]
+        # gives it up from its front; a run whose last record leaves goes with its views.
+        view = self._runs[record.run_id]
+        records = view.records
+        records.popleft() if records[0] is record else records.remove(record)
+        if not records:
+            del self._runs[record.run_id]
+            return
+        by_key = view.by_key[record.args_hash]
         if len(by_key) == 1:
-            del self._by_key[key]
+            del view.by_key[record.args_hash]
         else:
             by_key.remove(record)
         call_id = record.call_id
-        if call_id and self._by_call.get((run, call_id)) is record:
-            del self._by_call[(run, call_id)]
+        if call_id and view.by_call.get(call_id) is record:
+            del view.by_call[call_id]
         if record.error_identity_hash is not None:
-            left = self._errors_by_run.get(run, 0) - 1
-            if left > 0:
-                self._errors_by_run[run] = left
-            else:
-                self._errors_by_run.pop(run, None)
+            view.errors -= 1
 
     def _reindex(self) -> None:
         records = list(self.history)
         self.history.clear()
-        self._by_run.clear()
-        self._by_key.clear()
-        self._by_call.clear()
-        self._errors_by_run.clear()
+        self._runs.clear()
         for record in records:
             self.append(record)
+
+
+class _RunView:
+    """One run's records in order, by args hash and by call id, and how many carry an error
+    identity (an error streak needs that many, so the detectors' O(1) gate can rule it out)."""
+
+    __slots__ = ("by_call", "by_key", "errors", "records")
+
+    def __init__(self) -> None:
+        self.records: deque[CallRecord] = deque()
+        # Lists, not deques: most keys hold one record for their whole life, and a deque
+        # allocates a 64-slot block on creation.
+        self.by_key: dict[str, list[CallRecord]] = {}
+        self.by_call: dict[str, CallRecord] = {}
+        self.errors = 0
 
 
 _EMPTY: deque[CallRecord] = deque()
