@@ -23,7 +23,7 @@ from .fingerprint import (
     profiled_outcome,
     text_outcome,
 )
-from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
+from .history import OUTCOME_VETO, CallRecord, RunView, SessionState, normalize_run_id
 from .learning import Leaves, leaves_of
 from .profiles import ProfileRegistry, ToolProfile, default_registry
 from .types import MISSING
@@ -344,8 +344,7 @@ class LoopDetector:
         return self.detect_prepared(state, self.prepare(tool_name, args),
                                     run_id=normalize_run_id(run_id))
 
-    def _nothing_can_fire(self, state: SessionState, records: Any, run: str | None,
-                          call: Prospect) -> bool:
+    def _nothing_can_fire(self, view: RunView, call: Prospect) -> bool:
         """A conservative O(1) test that no rule can fire, so most calls skip measuring.
 
         Every threshold but the unknown-tool and error-repeat ones is at least
@@ -358,11 +357,11 @@ class LoopDetector:
         alternate between the newest call and this one. Error streaks skip other tools, so
         they measure whenever the run holds enough records with an error identity."""
         limits = self.limits
-        if len(state.key_records(run, call.args_hash)) >= limits.warning:
+        if len(view.by_key.get(call.args_hash, ())) >= limits.warning:
             return False
-        if limits.error_repeat_on and state.error_records(run) >= min(limits.error_repeat,
-                                                                      limits.critical):
+        if limits.error_repeat_on and view.errors >= min(limits.error_repeat, limits.critical):
             return False
+        records = view.records
         last = records[-1]
         if last.outcome_kind == OUTCOME_VETO:
             return False
@@ -390,8 +389,8 @@ class LoopDetector:
     ) -> Detection | None:
         """:meth:`detect` for a prepared call; ``run_id`` must already be normalised."""
         run = run_id
-        records = state.run_records(run)
-        if not records or self._nothing_can_fire(state, records, run, call):
+        view = state.run_view(run)
+        if view is None or self._nothing_can_fire(view, call):
             return None
         detection = evaluate(Facts.measure(state, run, call, self.limits), self.limits)
         if detection is not None:

@@ -21,6 +21,7 @@ __all__ = [
     "OUTCOME_VETO",
     "OUTCOME_WRITE_MUTATION",
     "CallRecord",
+    "RunView",
     "SessionState",
     "normalize_run_id",
 ]
@@ -99,13 +100,18 @@ class SessionState:
     recovery_used: dict[str, bool] = field(default_factory=dict)
     compaction: dict[str, PostCompactionGuard] = field(default_factory=dict)
     learned: dict[str, Any] = field(default_factory=dict)
-    _runs: dict[RunKey, _RunView] = field(default_factory=dict, repr=False)
+    _runs: dict[RunKey, RunView] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.history and not self._runs:
             self._reindex()
 
     # -- views -------------------------------------------------------------------------------
+
+    def run_view(self, run_id: RunKey) -> RunView | None:
+        """The run's views in one object (None when the window holds none of its records);
+        read-only for callers."""
+        return self._runs.get(run_id)
 
     def run_records(self, run_id: RunKey) -> deque[CallRecord]:
         """The run's records, oldest first (the run-scoped ``H`` of the spec)."""
@@ -142,7 +148,7 @@ class SessionState:
         history.append(record)
         view = self._runs.get(record.run_id)
         if view is None:
-            view = self._runs[record.run_id] = _RunView()
+            view = self._runs[record.run_id] = RunView()
         view.records.append(record)
         by_key = view.by_key.get(record.args_hash)
         if by_key is None:
@@ -282,9 +288,10 @@ class SessionState:
             self.append(record)
 
 
-class _RunView:
+class RunView:
     """One run's records in order, by args hash and by call id, and how many carry an error
-    identity (an error streak needs that many, so the detectors' O(1) gate can rule it out)."""
+    identity (an error streak needs that many, so the detectors' O(1) gate can rule it out).
+    Kept by :class:`SessionState`; never mutate it from outside."""
 
     __slots__ = ("by_call", "by_key", "errors", "records")
 
