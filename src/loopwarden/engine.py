@@ -235,7 +235,11 @@ class LoopDetector:
     ) -> CallRecord:
         """Append a pending record without looking for a retried call id first (the guard has
         just looked); ``run_id`` must already be normalised."""
-        return state.push(_new_record(call, call_id, run_id), self._history_size)
+        # All positional: keyword construction of a 12-field dataclass costs noticeably more.
+        record = CallRecord(call.tool_name, call.args_hash, call_id or None, run_id,
+                            _time_ns() // 1_000_000, None, None, None, None, False,
+                            call.mutation_target_hash, None)
+        return state.push(record, self._history_size)
 
     def record_outcome(
         self,
@@ -281,7 +285,7 @@ class LoopDetector:
             # which is what the search would find.)
             record = self._pending_for(state, run, call, call_id)
         if record is None:
-            record = state.push(_new_record(call, call_id, run), self._history_size)
+            record = self.append_prepared(state, call, call_id, run)
         record.result_hash = outcome.result_hash
         record.outcome_kind = outcome.outcome_kind
         record.failure_identity_hash = outcome.failure_identity_hash
@@ -396,13 +400,6 @@ class LoopDetector:
         if detection is not None:
             _log_detection(detection, call.tool_name)
         return detection
-
-
-def _new_record(call: Prospect, call_id: str | None, run: str | None) -> CallRecord:
-    # All positional: keyword construction of a 12-field dataclass costs noticeably more.
-    return CallRecord(call.tool_name, call.args_hash, call_id or None, run,
-                      _time_ns() // 1_000_000, None, None, None, None, False,
-                      call.mutation_target_hash, None)
 
 
 def _log_detection(detection: Detection, tool: str) -> None:
