@@ -92,7 +92,7 @@ class SessionState:
     """History (oldest first) and warning buckets of one session.
 
     ``history`` is the physical window shared by all runs of the session. Mutate it only through
-    :meth:`append`, :meth:`trim` and :meth:`rebind`, which keep the views consistent.
+    :meth:`append`, :meth:`push`, :meth:`trim` and :meth:`rebind`, which keep the views consistent.
     """
 
     history: list[CallRecord] = field(default_factory=list)
