@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .history import (
     OUTCOME_TERMINAL_EXEC_FAILURE,
@@ -17,7 +17,9 @@ from .history import (
     CallRecord,
     SessionState,
 )
-from .profiles import ToolProfile
+
+if TYPE_CHECKING:  # only an annotation: the detectors need no profile code
+    from .profiles import ToolProfile
 
 __all__ = [
     "RULES",

@@ -747,7 +747,7 @@ def _plain(result_hash: str) -> Outcome:
 def text_outcome(text: str) -> Outcome:
     """The outcome of a text result (no error), whatever the tool's profile: projections and
     volatile keys apply to structured results only."""
-    return _new_tuple(Outcome, (digest(text), None, None, False, None))
+    return _plain(digest(text))
 
 
 _VETO: Final = Outcome(None, outcome_kind="tool-loop-veto")

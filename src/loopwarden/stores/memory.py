@@ -64,7 +64,7 @@ class MemoryStore:
                 self._newest = session
                 self._evict(now)
             else:
-                if self.idle_ttl is not None and now - entry.last_used > self.idle_ttl:
+                if self._expired(entry.last_used, now):
                     entry.state = SessionState()
                 entry.last_used = now
                 if session != self._newest:
