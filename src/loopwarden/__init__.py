@@ -14,6 +14,7 @@ from .compaction import CompactionLoopPersistedError, CompactionVerdict, PostCom
 from .config import ConfigError, LoopDetectionConfig, load_config
 from .detectors import Detection
 from .engine import LoopDetector
+from .errors import LoopTerminatedError, LoopwardenError
 from .events import LoggingSink, LoopEvent
 from .fingerprint import Outcome, args_hash, canonical_json, outcome_of
 from .guard import (
@@ -52,6 +53,8 @@ __all__ = [
     "LoopDetector",
     "LoopEvent",
     "LoopGuard",
+    "LoopTerminatedError",
+    "LoopwardenError",
     "MemoryStore",
     "Outcome",
     "PostCompactionGuard",

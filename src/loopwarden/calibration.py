@@ -19,6 +19,7 @@ from typing import Any
 from .config import LoopDetectionConfig
 from .detectors import Facts, Limits, Prospect
 from .engine import LoopDetector
+from .errors import LoopwardenError
 from .history import SessionState, normalize_run_id
 from .types import ToolCall
 
@@ -28,7 +29,7 @@ MIN_WARNING = 3
 MIN_UNKNOWN_TOOL = 2
 
 
-class CalibrationError(ValueError):
+class CalibrationError(LoopwardenError, ValueError):
     """Too few good runs for the requested bound, or no runs at all."""
 
 

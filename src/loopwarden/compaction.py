@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import LoopwardenError
+
 __all__ = ["CompactionLoopPersistedError", "CompactionVerdict", "PostCompactionGuard"]
 
 log = logging.getLogger("loopwarden.compaction")
@@ -34,7 +36,7 @@ class CompactionSnapshot:
     remaining_attempts: int
 
 
-class CompactionLoopPersistedError(RuntimeError):
+class CompactionLoopPersistedError(LoopwardenError):
     """Raised into the agent when a loop survived compaction; the run should end."""
 
     detector = DETECTOR

@@ -33,6 +33,8 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import Self
 
+from .errors import LoopwardenError
+
 __all__ = [
     "PRESETS",
     "ConfigError",
@@ -106,7 +108,7 @@ class _Unset:
 _UNSET: Final = _Unset()
 
 
-class ConfigError(ValueError):
+class ConfigError(LoopwardenError, ValueError):
     """An invalid loop detection config, naming the file, the key path and the bad value."""
 
     file: str | None

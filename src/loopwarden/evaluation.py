@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import LoopDetectionConfig
+from .errors import LoopwardenError
 from .findings import Finding
 from .report.scan import FileScan, scan_file
 
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-class LabelError(ValueError):
+class LabelError(LoopwardenError, ValueError):
     """A labels file that cannot be used; the message names the entry and the field."""
 
 

@@ -20,6 +20,7 @@ from .compaction import CompactionLoopPersistedError, PostCompactionGuard
 from .config import LoopDetectionConfig
 from .detectors import Detection, Prospect
 from .engine import LoopDetector
+from .errors import LoopwardenError
 from .events import EventSink, LoggingSink, LoopEvent, deliver
 from .fingerprint import Outcome
 from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
@@ -194,7 +195,7 @@ class GuardStats:
     internal_errors: int = 0
 
 
-class LoopBlockedError(RuntimeError):
+class LoopBlockedError(LoopwardenError):
     """Raised by ``@guard.tool`` / ``guard.wrap`` for a blocked call when asked to raise."""
 
     def __init__(self, verdict: Verdict) -> None:
@@ -480,7 +481,10 @@ class LoopGuard:
         if detection.level == "critical":
             detector.record_outcome_prepared(state, prospect, _VETO, call_id=call.call_id,
                                              run_id=call.run)
-            verdict = Verdict("block", detection, prospect.tool_name, call.call_id)
+            # The first critical of a run leaves the model one recovery turn; a second one in
+            # the same run is terminal (spec §f.1), for one-call doors as for batches.
+            verdict = Verdict("block", detection, prospect.tool_name, call.call_id,
+                              terminate=not state.mark_recovery(call.run))
             return _Step(verdict, [self._event(call, prospect.tool_name, detection, "block", state)])
         step = _Step(Verdict("allow", detection, prospect.tool_name, call.call_id))
         if self._should_warn(state, detection, prospect.tool_name, call.run):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compaction import CompactionLoopPersistedError
+from ..errors import LoopwardenError
 from ..guard import LoopGuard, Verdict
 
 __all__ = [
@@ -42,7 +43,7 @@ HANDLED_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact
 Output = dict[str, Any]
 
 
-class HookPayloadError(ValueError):
+class HookPayloadError(LoopwardenError, ValueError):
     """The hook payload is not a Claude Code hook input loopwarden can read."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
+from ..errors import LoopwardenError
 from ..events import LoopEvent
 from ..history import SessionState
 
@@ -20,7 +21,7 @@ __all__ = ["AsyncStore", "Store", "StoreError"]
 T = TypeVar("T")
 
 
-class StoreError(RuntimeError):
+class StoreError(LoopwardenError):
     """A store could not be reached or failed; the guard fails open (or closed) on it."""
 
 

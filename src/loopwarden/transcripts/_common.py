@@ -14,6 +14,8 @@ import orjson
 
 from loopwarden.types import MISSING, ToolCall
 
+from ..errors import LoopwardenError
+
 __all__ = [
     "CallQueue",
     "ProblemCallback",
@@ -51,7 +53,7 @@ class ReadProblem:
 ProblemCallback = Callable[[ReadProblem], None]
 
 
-class CallbackError(Exception):
+class CallbackError(LoopwardenError):
     """Carries an exception raised by the caller's ``on_problem`` through the safety net.
 
     The defensive wrapper around every reader swallows reader bugs, but a callback that raises

@@ -1,0 +1,80 @@
+"""Check that a change leaves `loopwarden scan --json` byte-identical over the shared corpora.
+
+A refactor that claims "no change in behaviour" is measured here: every corpus folder is
+scanned with both presets, and the outputs are written to (or compared with) a folder of
+reference files.
+
+    python bench/check_scan_identical.py --write /tmp/scan-before   # on the old code
+    python bench/check_scan_identical.py --compare /tmp/scan-before # on the new code
+
+Exits 1 when any output differs, naming the first differing file entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+FOLDERS = ("corpus/raw", "corpus/normalized", "corpus2/normalized")
+PRESETS = ("openclaw", "early")
+
+
+def scan(folder: str, preset: str) -> bytes:
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwarden", "scan", "--json", "--preset", preset, folder],
+        capture_output=True, check=False, cwd=SHARED,
+    )
+    if done.returncode not in (0, 1):
+        sys.exit(f"scan {folder} --preset {preset} failed ({done.returncode}):\n"
+                 f"{done.stderr.decode(errors='replace')}")
+    return done.stdout
+
+
+def first_difference(old: bytes, new: bytes) -> str:
+    try:
+        old_files = {f["path"]: f for f in json.loads(old)["files"]}
+        new_files = {f["path"]: f for f in json.loads(new)["files"]}
+    except (ValueError, KeyError):
+        return "output is not the scan JSON shape"
+    for path in sorted(old_files.keys() | new_files.keys()):
+        if old_files.get(path) != new_files.get(path):
+            return f"{path}: {old_files.get(path)!r:.300} -> {new_files.get(path)!r:.300}"
+    return "same entries, different bytes (key order or formatting)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", type=Path, metavar="DIR", help="write reference outputs here")
+    mode.add_argument("--compare", type=Path, metavar="DIR", help="compare with outputs here")
+    options = parser.parse_args()
+    differing = 0
+    for folder in FOLDERS:
+        if not (SHARED / folder).is_dir():
+            print(f"skip {folder}: not present")
+            continue
+        for preset in PRESETS:
+            name = f"{folder.replace('/', '_')}.{preset}.json"
+            out = scan(folder, preset)
+            digest = hashlib.sha256(out).hexdigest()[:16]
+            if options.write:
+                options.write.mkdir(parents=True, exist_ok=True)
+                (options.write / name).write_bytes(out)
+                print(f"wrote {name} ({len(out)} bytes, sha256 {digest})")
+                continue
+            reference = (options.compare / name).read_bytes()
+            if reference == out:
+                print(f"identical  {name} ({len(out)} bytes, sha256 {digest})")
+            else:
+                differing += 1
+                print(f"DIFFERENT  {name}: {first_difference(reference, out)}")
+    return 1 if differing else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
