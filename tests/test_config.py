@@ -682,7 +682,8 @@ def test_unknown_agent_falls_back_to_global(tmp_path: Path) -> None:
     assert load_config(path, agent_id="writer").history_size == 9
 
 
-def test_first_listed_agent_with_an_id_wins(tmp_path: Path) -> None:
+def test_an_agent_id_listed_twice_is_an_error(tmp_path: Path) -> None:
+    # Was "the first listed agent wins": which override applied depended on the file's order.
     data = openclaw_config(None)
     data["agents"] = {
         "list": [
@@ -690,7 +691,9 @@ def test_first_listed_agent_with_an_id_wins(tmp_path: Path) -> None:
             {"id": "x", "tools": {"loopDetection": {"historySize": 8}}},
         ]
     }
-    assert load_config(write_json(tmp_path, data), agent_id="x").history_size == 7
+    file = write_json(tmp_path, data)
+    err = raises_config_error(lambda: load_config(file, agent_id="x"))
+    assert_names(err, file, "agents.list[1].id", '"x"')
 
 
 # --- merge semantics (spec §a.4, V1/V2) -----------------------------------------------------

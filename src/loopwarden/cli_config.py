@@ -15,7 +15,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .config import PRESETS, ConfigError, LoopDetectionConfig, load_config
+from .config import (
+    PRESETS,
+    ConfigError,
+    LoadedConfig,
+    load_config_with_origins,
+)
 
 __all__ = ["config_app"]
 
@@ -75,42 +80,70 @@ def check(
     """Validate PATH and print the effective loop detection config."""
     with _collect_repairs() as repairs:
         try:
-            config = load_config(path, agent_id=agent)
+            loaded = load_config_with_origins(path, agent_id=agent)
         except ConfigError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
+    notes = [*repairs.messages]
+    if agent is not None and loaded.agent_block is None:
+        # Not an error: OpenClaw itself applies the global block to such an agent.
+        notes.insert(
+            0,
+            f"agent {agent!r} has no tools.loopDetection override in this config; "
+            "showing the global values",
+        )
+    rows = list(_rows(loaded, repairs.repaired))
     if as_json:
-        typer.echo(json.dumps(_as_json(config, path, agent, repairs.messages), indent=2))
+        typer.echo(json.dumps(_as_json(loaded, path, agent, rows, repairs.messages, notes),
+                              indent=2))
         return
-    _print_table(config, path, agent, repairs)
+    _print_table(loaded, path, agent, rows, notes)
+
+
+# (camelCase key path, effective value, origin): origin is "default", "preset <name>",
+# "global", "agent", or "repaired" (a value raised by the order repair).
+_Row = tuple[str, object, str]
+
+_ORIGIN_LABELS = {"global": "config (global block)", "agent": "config (agent block)"}
 
 
 def _as_json(
-    config: LoopDetectionConfig, path: Path, agent: str | None, repairs: list[str]
+    loaded: LoadedConfig,
+    path: Path,
+    agent: str | None,
+    rows: list[_Row],
+    repairs: list[str],
+    notes: list[str],
 ) -> dict[str, Any]:
+    config = loaded.config
     return {
         "path": str(path),
         "agent": agent,
         "config": config.model_dump(by_alias=True, mode="json"),
+        "origins": {key: origin for key, _, origin in rows},
+        "globalBlock": loaded.global_block,
+        "agentBlock": loaded.agent_block,
         "derived": {key: getattr(config, attr) for key, attr in _DERIVED},
         "repairs": repairs,
+        "notes": notes,
     }
 
 
-def _rows(config: LoopDetectionConfig, repaired: set[str]) -> Iterator[tuple[str, object, str]]:
+def _rows(loaded: LoadedConfig, repaired: set[str]) -> Iterator[_Row]:
     """(camelCase key, effective value, where the value came from) for every setting."""
+    config, origins = loaded.config, loaded.origins
     for name, field in type(config).model_fields.items():
         key = field.alias or name
         value = getattr(config, name)
         if isinstance(value, BaseModel):  # detectors / postCompactionGuard
             for sub_name, sub_field in type(value).model_fields.items():
-                origin = "config" if sub_name in value.model_fields_set else "default"
-                yield f"{key}.{sub_field.alias or sub_name}", getattr(value, sub_name), origin
+                sub_key = f"{key}.{sub_field.alias or sub_name}"
+                yield sub_key, getattr(value, sub_name), origins.get(sub_key, "default")
             continue
         if name in repaired:
             origin = "repaired"
-        elif name in config.model_fields_set:
-            origin = "config"
+        elif key in origins:
+            origin = origins[key]
         elif name in PRESETS[config.preset]:
             origin = f"preset {config.preset}"
         else:
@@ -119,20 +152,31 @@ def _rows(config: LoopDetectionConfig, repaired: set[str]) -> Iterator[tuple[str
 
 
 def _print_table(
-    config: LoopDetectionConfig, path: Path, agent: str | None, repairs: _RepairCollector
+    loaded: LoadedConfig, path: Path, agent: str | None, rows: list[_Row], notes: list[str]
 ) -> None:
     console = Console()
+    config = loaded.config
     title = f"Effective loop detection config: {path}" + (f" (agent {agent})" if agent else "")
-    table = Table(title=Text(title), title_justify="left")
+    blocks = [
+        f"{scope} block: {where}"
+        for scope, where in (("global", loaded.global_block), ("agent", loaded.agent_block))
+        if where is not None
+    ]
+    table = Table(
+        title=Text(title),
+        title_justify="left",
+        caption=Text("\n".join(blocks)) if blocks else None,
+        caption_justify="left",
+    )
     table.add_column("key")
     table.add_column("value")
     table.add_column("from")
-    for key, value, origin in _rows(config, repairs.repaired):
-        table.add_row(Text(key), Text(_show(value)), Text(origin))
+    for key, value, origin in rows:
+        table.add_row(Text(key), Text(_show(value)), Text(_ORIGIN_LABELS.get(origin, origin)))
     for key, attr in _DERIVED:
         table.add_row(Text(key), Text(_show(getattr(config, attr))), Text("derived"))
     console.print(table)
-    for message in repairs.messages:
+    for message in notes:
         console.print(Text(f"note: {message}"))
 
 

@@ -2,8 +2,9 @@
 
 OpenClaw keeps loop detection under ``tools.loopDetection`` with per-agent overrides
 (``agents.list[].tools.loopDetection`` or ``agents.entries.<id>.tools.loopDetection``).
-Validation follows the V1/V2 zod schema (spec §a.2); a merged global+agent config that breaks
-the threshold order is repaired at run time as in V1 (spec §a.3), with a logged warning.
+Validation follows the V1/V2 zod schema (spec §a.2), block by block and only for the keys each
+block has; the blocks are then merged (§a.4), and only the merged result gets preset defaults
+and, when it breaks the threshold order, the V1 run-time repair (§a.3) with a logged warning.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextvars import ContextVar
+import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Literal
 
 import json5
@@ -24,8 +24,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -36,13 +36,16 @@ from typing_extensions import Self
 from .errors import LoopwardenError
 
 __all__ = [
+    "MAX_CONFIG_BYTES",
     "PRESETS",
     "ConfigError",
     "DetectorsConfig",
+    "LoadedConfig",
     "LoopDetectionConfig",
     "PostCompactionGuardConfig",
     "config_from_mapping",
     "load_config",
+    "load_config_with_origins",
 ]
 
 logger = logging.getLogger("loopwarden")
@@ -78,17 +81,14 @@ _CRITICAL_ORDER_MESSAGE: Final = (
     "tools.loopDetection.criticalThreshold must be lower than globalCircuitBreakerThreshold."
 )
 
-# Validation phases: a lone block is checked but its repairs are not logged (the merged
-# result logs them once); a merged config skips the per-object order rule (spec §a.2: no check
-# across scopes) and is repaired instead.
-_PHASE_BLOCK: Final = "block"
-_PHASE_MERGED: Final = "merged"
-# (phase, source label) of the validation in progress. A ContextVar rather than pydantic's
-# validation context, because pydantic routes validation through the custom ``__init__``
-# below, which does not forward that context.
-_VALIDATION_PHASE: ContextVar[tuple[str | None, str | None]] = ContextVar(
-    "loopwarden_config_phase", default=(None, None)
-)
+
+@dataclass(frozen=True, slots=True)
+class _MergedScopes:
+    """Validation context of a global + agent merge: the in-block order rule does not apply
+    across scopes (spec §a.2); the merged values are repaired instead (§a.3)."""
+
+    label: str | None
+
 
 # Keys of PydanticCustomError.context that carry a precise key path and value out of
 # model-level validators, whose errors pydantic would otherwise locate at the object itself.
@@ -297,6 +297,11 @@ class _ConfigModel(BaseModel):
         except ValidationError as exc:
             raise _config_error(exc, type(self)) from None
 
+    # This __init__ only translates the error. Marked as pydantic's own (as RootModel does), it
+    # keeps pydantic from routing model_validate and nested models through it: validators then
+    # run once per object and see the validation context.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
         try:
@@ -354,11 +359,12 @@ _THRESHOLD_ORDER: Final = (
 )
 
 
-class LoopDetectionConfig(_ConfigModel):
-    """The effective loop detection settings (DESIGN §2); immutable.
+class _LoopDetectionBlock(_ConfigModel):
+    """One ``loopDetection`` object as written: every key checked on its own, and the in-object
+    order rule (spec §a.2) for the thresholds it sets together. Nothing is derived here.
 
-    Attributes hold effective values: thresholds the user did not set come from ``PRESETS``
-    for the chosen ``preset``; ``model_fields_set`` lists what was set explicitly.
+    Config loading validates each global and agent block with this before merging them, so the
+    merge sees exactly what each block said.
     """
 
     enabled: bool | None = None
@@ -373,10 +379,6 @@ class LoopDetectionConfig(_ConfigModel):
         default_factory=PostCompactionGuardConfig
     )
     preset: PresetName = "openclaw"
-
-    # pydantic runs model validators twice when it validates through a custom __init__
-    # (model_validate, nesting); a second pass would re-apply presets over repaired values.
-    _resolved: bool = PrivateAttr(default=False)
 
     _enabled = field_validator("enabled", mode="before")(_optional_bool)
     _ints = field_validator(*_THRESHOLD_FIELDS, mode="before")(_positive_int)
@@ -393,27 +395,10 @@ class LoopDetectionConfig(_ConfigModel):
         return value
 
     @model_validator(mode="after")
-    def _resolve(self) -> Self:
-        if self._resolved:
-            return self
-        self._resolved = True
-        phase, source = _VALIDATION_PHASE.get()
-        if phase != _PHASE_MERGED:
-            self._check_order()
-        self._apply_preset()
-        repairs = self._repair_order()
-        if repairs and phase != _PHASE_BLOCK:
-            where = f" in {source}" if source else ""
-            logger.warning(
-                "loop detection thresholds out of order%s; repaired %s",
-                where,
-                "; ".join(text for _, text in repairs),
-                extra={"loopwarden_repaired": tuple(key for key, _ in repairs)},
-            )
-        return self
-
-    def _check_order(self) -> None:
+    def _check_order(self, info: ValidationInfo) -> Self:
         """Spec §a.2: the order rule applies only to keys set together in one object."""
+        if isinstance(info.context, _MergedScopes):
+            return self
         explicit = self.model_fields_set
         for lower, upper, message in _THRESHOLD_ORDER:
             if lower in explicit and upper in explicit:
@@ -424,6 +409,35 @@ class LoopDetectionConfig(_ConfigModel):
                         message,
                         {_CTX_PATH: to_camel(upper), _CTX_VALUE: upper_value},
                     )
+        return self
+
+    def explicit_mapping(self) -> dict[str, Any]:
+        """The explicitly set keys, camelCase, as a config file would hold them."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+class LoopDetectionConfig(_LoopDetectionBlock):
+    """The effective loop detection settings (DESIGN §2); immutable.
+
+    Attributes hold effective values: thresholds the user did not set come from ``PRESETS``
+    for the chosen ``preset``, and thresholds out of order are repaired (spec §a.3, logged);
+    ``model_fields_set`` lists what was set explicitly.
+    """
+
+    @model_validator(mode="after")
+    def _resolve(self, info: ValidationInfo) -> Self:
+        # Runs after the inherited order check, once per validation.
+        self._apply_preset()
+        repairs = self._repair_order()
+        if repairs:
+            label = info.context.label if isinstance(info.context, _MergedScopes) else None
+            logger.warning(
+                "loop detection thresholds out of order%s; repaired %s",
+                f" in {label}" if label else "",
+                "; ".join(text for _, text in repairs),
+                extra={"loopwarden_repaired": tuple(key for key, _ in repairs)},
+            )
+        return self
 
     def _apply_preset(self) -> None:
         for name, value in PRESETS[self.preset].items():
@@ -479,10 +493,6 @@ class LoopDetectionConfig(_ConfigModel):
         """Recognise other frameworks' "tool not found" wordings and namespaced tool names."""
         return self.preset == "early"
 
-    def explicit_mapping(self) -> dict[str, Any]:
-        """The explicitly set keys, camelCase, as a config file would hold them."""
-        return self.model_dump(by_alias=True, exclude_unset=True)
-
     def with_overrides(self, **changes: Any) -> LoopDetectionConfig:
         """A validated copy with ``changes`` applied (camelCase or snake_case keys).
 
@@ -534,12 +544,6 @@ def _issues(err: Mapping[str, Any], model: type[BaseModel]) -> list[Issue]:
     loc = tuple(err.get("loc", ()))
     ctx = err.get("ctx") or {}
     path = ".".join(str(part) for part in loc)
-    nested = ctx.get("error")
-    if isinstance(nested, ConfigError):
-        # A nested model's own __init__ (pydantic calls it for custom inits) already explained
-        # the problem relative to itself.
-        head = (_join_path(path, nested.path), nested.reason, nested.value)
-        return [head, *((_join_path(path, p), r, v) for p, r, v in nested.others)]
     value = ctx.get(_CTX_VALUE, err.get("input"))
     if _CTX_PATH in ctx:
         loc = (*loc, ctx[_CTX_PATH])
@@ -564,6 +568,28 @@ def _aliases_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
 
 # --- OpenClaw config documents ------------------------------------------------------------
 
+# Larger than any real OpenClaw config by orders of magnitude; a file beyond it is a mistake
+# (a log, a dump) and reading it whole would only exhaust memory.
+MAX_CONFIG_BYTES: Final = 16 * 1024 * 1024
+
+Scope = Literal["global", "agent"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    """A loaded config together with where each explicitly set key came from.
+
+    ``origins`` maps camelCase key paths (``criticalThreshold``, ``detectors.pingPong``) to the
+    scope whose block set them; keys not listed come from the preset or the model's defaults.
+    ``agent_block`` is the key path of the agent override that was applied, None when no agent
+    was asked for or the agent has no ``loopDetection`` override.
+    """
+
+    config: LoopDetectionConfig
+    origins: Mapping[str, Scope]
+    global_block: str | None
+    agent_block: str | None
+
 
 @dataclass(frozen=True, slots=True)
 class _Block:
@@ -573,24 +599,120 @@ class _Block:
 
 def load_config(path: str | os.PathLike[str], agent_id: str | None = None) -> LoopDetectionConfig:
     """Read an OpenClaw JSON5 config file and resolve loop detection for ``agent_id``."""
+    return load_config_with_origins(path, agent_id).config
+
+
+def load_config_with_origins(
+    path: str | os.PathLike[str], agent_id: str | None = None
+) -> LoadedConfig:
+    """:func:`load_config`, also telling which block (global or the agent's) set each key."""
     file = os.fspath(path)
+    return _resolve_document(_parse(_read_config_text(file), file), agent_id, file)
+
+
+def _read_config_text(file: str) -> str:
+    """The text of ``file``, which must be a regular file of at most ``MAX_CONFIG_BYTES``.
+
+    Anything else (a named pipe, a device such as /dev/zero, a socket) is refused before it is
+    opened: reading it could block forever or never end.
+    """
     try:
-        text = Path(file).read_text(encoding="utf-8")
+        info = os.stat(file)
     except FileNotFoundError:
         raise ConfigError("config file not found", file=file) from None
-    except IsADirectoryError:
-        raise ConfigError("is a directory, not a config file", file=file) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ConfigError(f"cannot read config file ({exc})", file=file) from None
-    return config_from_mapping(_parse_json5(text, file), agent_id=agent_id, source=file)
+    _require_regular_file(info, file)
+    try:
+        # O_NONBLOCK: should the path be swapped for a pipe after the stat, opening it does not
+        # wait for a writer, and the fstat below refuses it.
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file ({exc})", file=file) from None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            _require_regular_file(os.fstat(handle.fileno()), file)
+            # One byte more than allowed tells a file that grew past the limit from one at it.
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file ({exc})", file=file) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise _too_large(file)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file ({exc})", file=file) from None
+    # Universal newlines, as text-mode reading did: JSON5 error positions count lines.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+_FILE_KINDS: Final = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _require_regular_file(info: os.stat_result, file: str) -> None:
+    mode = info.st_mode
+    if stat.S_ISREG(mode):
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise _too_large(file)
+        return
+    if stat.S_ISDIR(mode):
+        raise ConfigError("is a directory, not a config file", file=file)
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+    raise ConfigError(f"is {kind}, not a config file (only regular files are read)", file=file)
+
+
+def _too_large(file: str) -> ConfigError:
+    limit = MAX_CONFIG_BYTES // (1024 * 1024)
+    return ConfigError(f"config file is larger than {limit} MiB; refusing to read it", file=file)
 
 
 _JSON5_POSITION = re.compile(r"^<string>:(?P<line>\d+) (?P<msg>.*?)(?: at column (?P<col>\d+))?$")
 
 
-def _parse_json5(text: str, file: str) -> Any:
+class _DuplicateKeys:
+    """An ``object_pairs_hook`` that builds dicts and remembers those given a key twice."""
+
+    def __init__(self) -> None:
+        # (the object, its duplicated key, the earlier value, the later value)
+        self.found: list[tuple[dict[str, Any], str, object, object]] = []
+
+    def __call__(self, items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+        pairs = items if isinstance(items, list) else list(items)
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen: dict[str, object] = {}
+            for key, value in pairs:
+                if key in seen:
+                    self.found.append((obj, key, seen[key], value))
+                    break
+                seen[key] = value
+        return obj
+
+
+def _parse(text: str, file: str) -> Any:
+    """Parse as strict JSON first (fast), as JSON5 only when that fails (json5 is pure Python,
+    tens of seconds for a few MB). Both paths refuse duplicate keys."""
+    hook = _DuplicateKeys()
     try:
-        return json5.loads(text)
+        data = json.loads(text, object_pairs_hook=hook)
+    except ValueError:
+        hook = _DuplicateKeys()
+        data = _parse_json5(text, file, hook)
+    except RecursionError:
+        raise ConfigError("invalid JSON: nested too deeply", file=file) from None
+    if hook.found:
+        raise _duplicate_key_error(data, hook.found[0], file)
+    return data
+
+
+def _parse_json5(text: str, file: str, hook: _DuplicateKeys) -> Any:
+    try:
+        return json5.loads(text, object_pairs_hook=hook)
     except (ValueError, RecursionError) as exc:
         match = _JSON5_POSITION.match(str(exc).strip())
         if match is None:
@@ -604,32 +726,73 @@ def _parse_json5(text: str, file: str) -> Any:
         ) from None
 
 
+def _duplicate_key_error(
+    root: object, found: tuple[dict[str, Any], str, object, object], file: str
+) -> ConfigError:
+    obj, key, first, later = found
+    where = _child_path(_path_to(root, obj) or "", key)
+    return ConfigError(
+        f"duplicate key: given more than once, first as {_describe(first)}",
+        file=file,
+        path=where,
+        value=later,
+    )
+
+
+def _path_to(root: object, target: object) -> str | None:
+    """The key path from ``root`` to the object ``target`` (by identity), None if absent."""
+    stack: list[tuple[object, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, dict):
+            stack.extend((v, _child_path(path, str(k))) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
+    return None
+
+
+def _child_path(path: str, key: str) -> str:
+    return _join_path(path, _key_segment(key).removeprefix("."))
+
+
 def config_from_mapping(
     data: Mapping[str, object], *, agent_id: str | None = None, source: str | None = None
 ) -> LoopDetectionConfig:
     """Resolve loop detection from a whole OpenClaw config (a dict with ``tools``/``agents``).
 
-    Every block is validated on its own (so errors name its key path), then the global block
-    and the agent's override are merged (spec §a.4, V1/V2) and the result is repaired (§a.3).
+    Every block is validated on its own, for the keys it has (so errors name its key path);
+    then the global block and the agent's override are merged (spec §a.4, V1/V2) and only the
+    merged result gets preset defaults and the order repair (§a.3).
     """
+    return _resolve_document(data, agent_id, source).config
+
+
+def _resolve_document(
+    data: Mapping[str, object], agent_id: str | None, source: str | None
+) -> LoadedConfig:
     if not isinstance(data, Mapping):
         raise ConfigError("the config must be a JSON object", file=source, value=data)
     global_block = _global_block(data, source)
-    agent_blocks = list(_agent_blocks(data, source))
-    explicit_global = _validate_block(global_block, source)
-    chosen: dict[str, Any] | None = None
-    for agent, block in agent_blocks:
-        explicit = _validate_block(block, source)
+    global_keys = _block_keys(global_block, source) if global_block is not None else {}
+    chosen: tuple[_Block, dict[str, Any]] | None = None
+    for agent, block in _agent_blocks(data, source):
+        # Every agent's block is validated: OpenClaw rejects the whole file for a bad one.
+        keys = _block_keys(block, source)
         if chosen is None and agent_id is not None and agent == agent_id:
-            chosen = explicit
-    merged = _merge(explicit_global or {}, chosen or {})
+            chosen = (block, keys)
+    merged, origins = _merge(global_keys, chosen[1] if chosen else {})
     label = source or "config"
-    if agent_id is not None and chosen is not None:
+    if chosen is not None:
         label += f" (agent {agent_id})"
-    try:
-        return _validate_in_phase(merged, _PHASE_MERGED, label)
-    except ConfigError as exc:
-        raise exc.relocated(file=source, prefix="tools.loopDetection") from None
+    config = LoopDetectionConfig.model_validate(merged, context=_MergedScopes(label))
+    return LoadedConfig(
+        config=config,
+        origins=origins,
+        global_block=global_block.path if global_block is not None else None,
+        agent_block=chosen[0].path if chosen is not None else None,
+    )
 
 
 def _global_block(data: Mapping[str, object], source: str | None) -> _Block | None:
@@ -642,13 +805,19 @@ def _global_block(data: Mapping[str, object], source: str | None) -> _Block | No
 def _agent_blocks(
     data: Mapping[str, object], source: str | None
 ) -> Iterator[tuple[str | None, _Block]]:
-    """Per-agent blocks from ``agents.entries`` (current shape) then ``agents.list`` (older)."""
+    """Per-agent blocks from ``agents.entries`` (current shape) then ``agents.list`` (older).
+
+    An agent id defined twice (twice in the list, or in both shapes) is an error: which
+    override applies would otherwise depend on the order of the file.
+    """
     agents = _optional_mapping(data, "agents", "agents", source)
     if agents is None:
         return
     entries = _optional_mapping(agents, "entries", "agents.entries", source)
+    defined: dict[str, str] = {}
     for key, entry in (entries or {}).items():
         where = f"agents.entries{_key_segment(str(key))}"
+        defined[str(key)] = where
         block = _agent_block(entry, where, source)
         if block is not None:
             yield str(key), block
@@ -660,8 +829,18 @@ def _agent_blocks(
     for index, entry in enumerate(listed):
         where = f"agents.list[{index}]"
         block = _agent_block(entry, where, source)
+        agent = _agent_id(entry, where, source) if block is not None else _listed_id(entry)
+        if agent is not None:
+            if agent in defined:
+                raise ConfigError(
+                    f"duplicate agent id: already defined at {defined[agent]}",
+                    file=source,
+                    path=f"{where}.id",
+                    value=agent,
+                )
+            defined[agent] = where
         if block is not None:
-            yield _agent_id(entry, where, source), block
+            yield agent, block
 
 
 def _agent_block(entry: object, where: str, source: str | None) -> _Block | None:
@@ -680,6 +859,13 @@ def _agent_id(entry: Mapping[str, object], where: str, source: str | None) -> st
     raise ConfigError("must be a string", file=source, path=f"{where}.id", value=agent)
 
 
+def _listed_id(entry: object) -> str | None:
+    """The id of a list entry without a loopDetection block (not validated: loop detection
+    does not use it), for the duplicate check."""
+    agent = entry.get("id") if isinstance(entry, Mapping) else None
+    return agent if isinstance(agent, str) else None
+
+
 def _optional_mapping(
     parent: Mapping[str, object], key: str, path: str, source: str | None
 ) -> Mapping[str, object] | None:
@@ -691,36 +877,37 @@ def _optional_mapping(
     return value
 
 
-def _validate_block(block: _Block | None, source: str | None) -> dict[str, Any] | None:
-    """Validate one block alone; return its explicit keys in camelCase for merging."""
-    if block is None:
-        return None
+def _block_keys(block: _Block, source: str | None) -> dict[str, Any]:
+    """Validate one block alone, for the keys it has; return them camelCase, as given."""
     try:
-        model = _validate_in_phase(block.data, _PHASE_BLOCK, source)
+        model = _LoopDetectionBlock.model_validate(block.data)
     except ConfigError as exc:
         raise exc.relocated(file=source, prefix=block.path) from None
     return model.explicit_mapping()
 
 
-def _validate_in_phase(data: object, phase: str, source: str | None) -> LoopDetectionConfig:
-    token = _VALIDATION_PHASE.set((phase, source))
-    try:
-        return LoopDetectionConfig.model_validate(data)
-    finally:
-        _VALIDATION_PHASE.reset(token)
+_NESTED_KEYS: Final = ("detectors", "postCompactionGuard")
 
 
-def _merge(global_: Mapping[str, Any], agent: Mapping[str, Any]) -> dict[str, Any]:
+def _merge(
+    global_: Mapping[str, Any], agent: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Scope]]:
     """Spec §a.4 (V1/V2): agent wins per top-level key; nested objects merge key-wise.
 
-    An agent's ``enabled: null`` means "not set here" and keeps the global value.
+    An agent's ``enabled: null`` means "not set here" and keeps the global value. Also returns
+    the scope each merged key path came from.
     """
-    merged = dict(global_)
-    for key, value in agent.items():
-        if key == "enabled" and value is None:
-            continue
-        if key in ("detectors", "postCompactionGuard") and isinstance(value, Mapping):
-            merged[key] = {**merged.get(key, {}), **value}
-        else:
-            merged[key] = value
-    return merged
+    merged: dict[str, Any] = {}
+    origins: dict[str, Scope] = {}
+    scopes: tuple[tuple[Scope, Mapping[str, Any]], ...] = (("global", global_), ("agent", agent))
+    for scope, keys in scopes:
+        for key, value in keys.items():
+            if key == "enabled" and value is None and scope == "agent":
+                continue
+            if key in _NESTED_KEYS:
+                merged[key] = {**merged.get(key, {}), **value}
+                origins.update((f"{key}.{sub}", scope) for sub in value)
+            else:
+                merged[key] = value
+                origins[key] = scope
+    return merged, origins
