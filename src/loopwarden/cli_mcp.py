@@ -41,26 +41,43 @@ def mcp_proxy(
         str | None,
         typer.Option("--session", help="Session id for this connection (default: a new uuid)."),
     ] = None,
+    max_message_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--max-message-bytes", metavar="SIZE", envvar="LOOPWARDEN_MCP_MAX_MESSAGE_BYTES",
+            help="Longest JSON-RPC message passed either way, in bytes (64M, 256MiB, ...; "
+                 "default 64M). An over-long request is answered with a JSON-RPC error.",
+        ),
+    ] = None,
 ) -> None:
     """Front the MCP server CMD: mirror its tools and guard every tool call.
 
     Use it in your MCP client's config in place of the server command:
     loopwarden mcp-proxy [--config openclaw.json] -- npx -y some-mcp-server
 
-    Detection is on unless the config sets enabled: false. Warnings and blocks go to stderr.
+    Detection is on unless the config sets enabled: false. Warnings and blocks go to stderr
+    (tool names, detectors and counts; never argument or result text).
+
+    Exit status: the server's own when it exits first, 0 when the client closes stdin, 128+N
+    after signal N (SIGTERM, SIGINT, SIGHUP: the server's process group is stopped first).
     """
     from .guard import LoopGuard
-    from .integrations.mcp_proxy import run_proxy
+    from .integrations._stdio_lines import parse_size
+    from .integrations.mcp_proxy import DEFAULT_MAX_MESSAGE_BYTES, run_proxy
 
     try:
         effective = proxy_config(config, agent)
-    except ConfigError as exc:
+        limit = DEFAULT_MAX_MESSAGE_BYTES if max_message_bytes is None \
+            else parse_size(max_message_bytes)
+    except (ConfigError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _log_to_stderr()
     try:
+        # Signals stop the server's whole process group before we exit (status 128+N).
         code = asyncio.run(run_proxy(command, LoopGuard(effective), session=session,
-                                     agent_id=agent))
+                                     agent_id=agent, max_message_bytes=limit,
+                                     handle_signals=True))
     except OSError as exc:  # the server command could not be started
         typer.echo(f"error: cannot start {command[0]!r}: {exc}", err=True)
         raise typer.Exit(127) from None

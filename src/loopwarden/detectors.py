@@ -399,15 +399,20 @@ def _churn_key(f: Facts) -> str:
     return f"argument-churn:{f.call.tool_name}"
 
 
+def unknown_tool_message(name: str, n: int) -> str:
+    """The ``unknown_tool_repeat`` message. ``name`` is the missing tool as the error text
+    named it, which the model wrote, possibly into an argument: logs use the called tool's
+    name instead (:class:`~loopwarden.events.LoggingSink`)."""
+    return (f"CRITICAL: attempted unavailable tool {name} {n} times. "
+            "Stop retrying that missing tool and answer without it.")
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "unknown_tool_repeat", "critical",
         lambda f, lim: f.unknown.count >= lim.unknown_tool,
         lambda f, _: f.unknown.count,
-        lambda f, n: (
-            f"CRITICAL: attempted unavailable tool {f.unknown.name or f.call.tool_name} {n} times. "
-            "Stop retrying that missing tool and answer without it."
-        ),
+        lambda f, n: unknown_tool_message(f.unknown.name or f.call.tool_name, n),
         lambda f: f"unknown-tool:{f.call.tool_name}:{f.unknown.name or 'unknown'}",
     ),
     Rule(

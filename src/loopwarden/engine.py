@@ -14,6 +14,7 @@ from typing import Any
 
 from .config import LoopDetectionConfig
 from .detectors import Detection, Facts, Limits, Prospect, evaluate, write_churn
+from .events import log_text
 from .fingerprint import (
     Outcome,
     args_hash_of_json,
@@ -405,4 +406,4 @@ class LoopDetector:
 def _log_detection(detection: Detection, tool: str) -> None:
     entry = _DETECTOR_LOG.get((detection.detector, detection.level))
     if entry is not None and log.isEnabledFor(entry[0]):
-        log.log(entry[0], entry[1].format(tool=tool, n=detection.count))
+        log.log(entry[0], entry[1].format(tool=log_text(tool), n=detection.count))

@@ -7,11 +7,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .detectors import unknown_tool_message
 from .history import now_ms
 
-__all__ = ["EventSink", "LoggingSink", "LoopEvent", "deliver"]
+__all__ = ["EventSink", "LoggingSink", "LoopEvent", "deliver", "log_text"]
 
 log = logging.getLogger("loopwarden")
+
+#: A tool name or id in a log line is cut after this many characters (a name is the model's
+#: text, and may be anything).
+LOG_NAME_LIMIT = 120
+_LOG_MESSAGE_LIMIT = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +56,45 @@ class LoggingSink:
         level = logging.ERROR if event.level == "critical" else logging.WARNING
         if not self.logger.isEnabledFor(level):
             return
+        tool, message = log_text(event.tool), log_text(_loggable_message(event),
+                                                        _LOG_MESSAGE_LIMIT)
         if event.action == "block":
-            self.logger.error("Blocking %s due to critical loop: %s", event.tool, event.message)
+            self.logger.error("Blocking %s due to critical loop: %s", tool, message)
         elif event.action == "warn":
-            self.logger.warning("Loop warning for %s: %s", event.tool, event.message)
-        paired = f" pairedTool={event.paired_tool}" if event.paired_tool else ""
+            self.logger.warning("Loop warning for %s: %s", tool, message)
+        paired = f" pairedTool={log_text(event.paired_tool)}" if event.paired_tool else ""
+        session = log_text(event.session) if event.session else "unknown"
         self.logger.log(
             level,
             'tool loop: sessionId=%s sessionKey=%s tool=%s level=%s action=%s detector=%s '
             'count=%d%s message="%s"',
-            event.session or "unknown", event.session or "unknown", event.tool, event.level,
-            event.action, event.detector, event.count, paired, event.message,
+            session, session, tool, event.level, event.action, event.detector, event.count,
+            paired, message,
         )
+
+
+def _loggable_message(event: LoopEvent) -> str:
+    """The event's message without text taken from a tool's result: every detector's message
+    is made of tool names and counts, except ``unknown_tool_repeat``'s, which names the tool
+    an error text said was missing (an error may quote the call's arguments, secrets
+    included). Its log line names the tool that was called instead."""
+    if event.detector == "unknown_tool_repeat":
+        return unknown_tool_message(event.tool, event.count)
+    return event.message
+
+
+def log_text(value: object, limit: int = LOG_NAME_LIMIT) -> str:
+    """``value`` as text for one log line: cut after ``limit`` characters, and control
+    characters, other non-printables and lone surrogates backslash-escaped (a name with a
+    newline cannot forge a log line, and every handler can encode the result). Never raises:
+    a host may hand the guard anything as a tool name."""
+    text = value if type(value) is str else _plain(value)
+    if len(text) > limit:
+        text = f"{text[:limit]}...({len(text)} chars)"
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
 
 
 def deliver(events: Sequence[LoopEvent], sinks: Iterable[EventSink]) -> None:
@@ -74,3 +107,10 @@ def deliver(events: Sequence[LoopEvent], sinks: Iterable[EventSink]) -> None:
                 sink(event)
             except Exception as exc:  # a sink is user code: it must not break the agent
                 log.warning("loopwarden event sink %r failed: %s", sink, exc)
+
+
+def _plain(value: object) -> str:
+    try:
+        return str.__str__(str(value))
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"

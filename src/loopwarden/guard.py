@@ -21,7 +21,7 @@ from .config import LoopDetectionConfig
 from .detectors import Detection, Prospect
 from .engine import LoopDetector
 from .errors import LoopwardenError
-from .events import EventSink, LoggingSink, LoopEvent, deliver
+from .events import EventSink, LoggingSink, LoopEvent, deliver, log_text
 from .fingerprint import Outcome
 from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
 from .learning import Leaves, learn, learned_for, learned_hash
@@ -746,7 +746,9 @@ class LoopGuard:
 
     def _internal_error(self, tool: str, exc: Exception) -> Verdict:
         self._count("internal_errors")
-        log.warning("tool loop outcome tracking failed: tool=%s error=%s", tool, exc)
+        # The exception's type, not its text: that may quote the call's arguments.
+        log.warning("tool loop outcome tracking failed: tool=%s error=%s", log_text(tool),
+                    type(exc).__name__)
         return Verdict("allow", tool_name=tool)
 
 

@@ -6,6 +6,7 @@ produce on demand (reused ids, batches, cancellations, input-required retries)."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -34,9 +35,20 @@ def _proxy_argv(*options: str, server: list[str] | None = None) -> list[str]:
     return [sys.executable, "-m", "loopwarden.cli", "mcp-proxy", *options, "--", *upstream]
 
 
+def _child_env() -> dict[str, str]:
+    """The SDK hands a server only a few variables (PATH, HOME...): PYTHONPATH (made absolute,
+    the child runs in HERE) keeps the proxy on the loopwarden under test."""
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(
+            os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p)
+    return env
+
+
 @asynccontextmanager
 async def _connect(argv: list[str]) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(HERE))
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(HERE),
+                                   env=_child_env())
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
@@ -109,7 +121,8 @@ async def test_modern_protocol_client_gets_the_same_guard() -> None:
     if client_cls is None:
         pytest.skip("this mcp SDK has no high-level Client")
     argv = _proxy_argv()
-    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(HERE))
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(HERE),
+                                   env=_child_env())
     async with client_cls(params) as client:
         results = [await client.call_tool("check_job", {"job_id": "x"}) for _ in range(21)]
         ran = await client.call_tool("calls", {"tool": "check_job"})
@@ -153,7 +166,7 @@ def test_proxy_exits_with_the_upstream() -> None:
     # The client keeps stdin open; the proxy must still end when its server dies.
     argv = _proxy_argv(server=[sys.executable, "-c", "import sys; sys.exit(3)"])
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=HERE)
+                            stderr=subprocess.PIPE, cwd=HERE, env=_child_env())
     try:
         code = proc.wait(timeout=30)
     finally:
@@ -167,12 +180,13 @@ def test_bad_config_and_missing_command_are_reported(tmp_path: Path) -> None:
     config = tmp_path / "openclaw.json"
     config.write_text('{"tools": {"loopDetection": {"warningThreshold": 0}}}')
     bad = subprocess.run(_proxy_argv("--config", str(config)), capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL, timeout=60)
+                         stdin=subprocess.DEVNULL, timeout=60, env=_child_env())
     assert bad.returncode == 2
     assert "warningThreshold" in bad.stderr and bad.stdout == ""
 
     missing = subprocess.run(_proxy_argv(server=[str(tmp_path / "no-such-server")]),
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
+                             env=_child_env())
     assert missing.returncode == 127
     assert "cannot start" in missing.stderr and missing.stdout == ""
 
@@ -282,10 +296,14 @@ async def test_batches_forward_only_what_is_allowed() -> None:
              {"jsonrpc": "2.0", "method": "notifications/initialized"}]
     forward, replies = await core.from_client(batch)
     assert forward == batch[1:]
-    assert [r["id"] for r in replies] == [10] and replies[0]["result"]["isError"] is True
+    # JSON-RPC answers a batch with one array: the blocked call's response waits for the
+    # upstream's array and is merged into it, in the batch's order.
+    assert replies == []
 
     answer = [_response(11, "x")]
-    assert await core.from_upstream(answer) is answer
+    merged = await core.from_upstream(answer)
+    assert [r["id"] for r in merged] == [10, 11]
+    assert merged[0]["result"]["isError"] is True and merged[1] == answer[0]
 
 
 async def test_cancelled_and_input_required_calls() -> None:

@@ -15,20 +15,28 @@ A client that knows its agent's run can send it in the request's ``_meta`` (``ru
 
 :class:`McpLoopGuard` is the transport-free translation; :func:`run_proxy` wires it between our
 stdin/stdout and the upstream process.
+
+The transport never dies of what it reads. A line that is not strict UTF-8 JSON (invalid bytes,
+nesting too deep to parse) is forwarded as it came; a message it cannot inspect or re-encode is
+forwarded unchanged; a lone surrogate is re-sent as a JSON escape. Lines are framed in linear
+time and bounded (:data:`DEFAULT_MAX_MESSAGE_BYTES`), the same way in both directions. Logs
+carry sizes, tool names, detectors and counts, never argument or result text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
+import logging
 import os
 import shutil
+import signal
 import sys
-import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeGuard
 
@@ -36,17 +44,40 @@ from ..config import LoopDetectionConfig
 from ..guard import LoopGuard, Verdict, append_note
 from ..transcripts import content_text
 from ..types import MISSING
+from ._stdio_lines import CHUNK, Overlong, ThreadWriter, frames, parse_size, peek, thread_chunks
 
-__all__ = ["CALL_ID_META_KEYS", "RUN_ID_META_KEYS", "McpLoopGuard", "run_proxy"]
+__all__ = [
+    "CALL_ID_META_KEYS",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_MESSAGE_BYTES_ENV",
+    "RUN_ID_META_KEYS",
+    "McpLoopGuard",
+    "max_message_bytes_from_env",
+    "run_proxy",
+]
 
 RUN_ID_META_KEYS = ("runId", "run_id", "loopwarden/runId")
 CALL_ID_META_KEYS = ("toolCallId", "tool_call_id", "loopwarden/toolCallId")
 
-#: Tool results can be large (file contents, screenshots as base64); asyncio's default 64 KiB
-#: line limit would cut a legitimate response.
-_LINE_LIMIT = 1 << 28
+#: The longest JSON-RPC message (one line) the proxy passes, either way. Tool results can be
+#: large (file contents, screenshots as base64), so it is generous; it exists so that a peer
+#: that never sends a newline cannot grow the proxy's memory without bound. An over-long
+#: client request is answered with a JSON-RPC error (-32600); an over-long server response
+#: reaches the client as an error response (-32603) for its request; anything else over-long
+#: is dropped. Each is logged, by size only.
+DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+MAX_MESSAGE_BYTES_ENV = "LOOPWARDEN_MCP_MAX_MESSAGE_BYTES"
 #: How long a closed upstream may take to exit on its own before it is terminated, then killed.
 _EXIT_GRACE_SECONDS = 5.0
+#: After a signal, how long the upstream's group has between SIGTERM and SIGKILL: short, for
+#: the client that signalled us kills us too if we linger (the MCP SDKs wait 2 s).
+_SIGNAL_GRACE_SECONDS = 1.0
+_POSIX = os.name == "posix"
+_PROXY = "loopwarden mcp-proxy"
+_HOW_TO_RAISE = f"--max-message-bytes or ${MAX_MESSAGE_BYTES_ENV} raises it"
+_UNPARSED: Any = object()
+
+log = logging.getLogger("loopwarden.mcp")
 
 
 @dataclass(slots=True)
@@ -59,6 +90,16 @@ class _InFlight:
     call_id: str | None
     #: None for a retried call that carries input responses: it was admitted the first time.
     before: Verdict | None
+
+
+@dataclass(slots=True)
+class _PendingBatch:
+    """A client batch some of whose calls were blocked: their responses wait to be merged into
+    the upstream's array answer to the calls that were forwarded."""
+
+    awaited: set[str]  # forwarded requests the upstream has yet to answer
+    order: list[str]  # every request of the batch, in the client's order
+    replies: list[dict[str, Any]]  # the blocked calls' responses
 
 
 class McpLoopGuard:
@@ -80,40 +121,90 @@ class McpLoopGuard:
         # Clients may reuse JSON-RPC ids once a request is answered; the guard would take a
         # reused call id for a retried hook and not count the call, so ids are made unique.
         self._seq = itertools.count(1)
+        # Request key -> the partly blocked batch whose array answer it is part of.
+        self._batches: dict[str, _PendingBatch] = {}
 
-    async def from_client(self, message: Any) -> tuple[Any, list[dict[str, Any]]]:
-        """Returns what to forward upstream (None: nothing) and the replies to send straight
-        back to the client (the results of blocked calls)."""
+    async def from_client(self, message: Any) -> tuple[Any, list[Any]]:
+        """Returns what to forward upstream (None: nothing) and the messages to send straight
+        back to the client (the results of blocked calls).
+
+        A batch is answered with one array (JSON-RPC 2.0): when some of its calls are blocked
+        and others forwarded, the blocked calls' responses wait for the upstream's array and
+        are merged into it (:meth:`from_upstream`)."""
         if not isinstance(message, list):
             forward, reply = await self._client_message(message)
             return forward, [reply] if reply is not None else []
         forwards: list[Any] = []
-        replies: list[dict[str, Any]] = []
+        blocked: list[dict[str, Any]] = []
+        replies: list[Any] = []  # earlier batches a cancellation completed
         for item in message:
             forward, reply = await self._client_message(item)
             if forward is not None:
                 forwards.append(forward)
-            if reply is not None:
+            if isinstance(reply, dict):
+                blocked.append(reply)
+            elif reply is not None:
                 replies.append(reply)
-        if len(forwards) == len(message):
-            return message, replies
-        return (forwards or None), replies
+        if not blocked:
+            return (message if len(forwards) == len(message) else forwards or None), replies
+        awaited = [_id_key(f["id"]) for f in forwards if _is_request(f)]
+        if not awaited:  # nothing will come back from the upstream: answer now
+            return forwards or None, [*replies, blocked]
+        order = [_id_key(item["id"]) for item in message if _is_request(item)]
+        batch = _PendingBatch(set(awaited), order, blocked)
+        for key in awaited:
+            self._batches[key] = batch
+        return forwards, replies
 
     async def from_upstream(self, message: Any) -> Any:
         """Returns the message for the client: a ``tools/call`` result with the outcome
-        recorded and, when the call was warned, the warning note appended."""
+        recorded and, when the call was warned, the warning note appended; the upstream's
+        answer to a batch with the responses of the batch's blocked calls merged in."""
         if not isinstance(message, list):
-            return await self._upstream_message(message)
+            out = await self._upstream_message(message)
+            batch = self._batch_of(message)
+            # An upstream that answers a batch's calls one by one: the blocked calls' answers
+            # go with the first of them.
+            return out if batch is None else [out, *batch.replies]
         out = [await self._upstream_message(item) for item in message]
-        return message if all(a is b for a, b in zip(out, message, strict=True)) else out
+        batches: list[_PendingBatch] = []
+        for item in message:
+            batch = self._batch_of(item)
+            if batch is not None and all(b is not batch for b in batches):
+                batches.append(batch)
+        if not batches:
+            return message if all(a is b for a, b in zip(out, message, strict=True)) else out
+        for batch in batches:
+            out.extend(batch.replies)
+        rank: dict[str | None, int] = {key: n for n, key in enumerate(batches[0].order)}
+        out.sort(key=lambda m: rank.get(_response_key(m), len(rank)))  # the client's order
+        return out
 
     @property
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    def awaiting(self) -> bool:
+        """Whether some upstream response matters to the guard: when not, the transport need
+        not parse what the upstream sends."""
+        return bool(self._in_flight or self._batches)
+
+    def _batch_of(self, message: Any) -> _PendingBatch | None:
+        """The pending batch ``message`` answers a call of, taken off the pending list."""
+        if not self._batches:
+            return None
+        key = _response_key(message)
+        batch = self._batches.get(key) if key is not None else None
+        if batch is not None:
+            for awaited in batch.awaited:
+                self._batches.pop(awaited, None)
+        return batch
+
     # -- client -> upstream ------------------------------------------------------------------
 
-    async def _client_message(self, message: Any) -> tuple[Any, dict[str, Any] | None]:
+    async def _client_message(self, message: Any) -> tuple[Any, Any]:
+        """What to forward, and what to answer: a blocked call's response (a dict), or the
+        array of a batch whose last awaited call was cancelled."""
         if not isinstance(message, dict):
             return message, None
         method = message.get("method")
@@ -123,8 +214,17 @@ class McpLoopGuard:
             # The upstream will not answer a cancelled call; nothing is recorded for it.
             params = message.get("params")
             if isinstance(params, dict) and "requestId" in params:
-                self._in_flight.pop(_id_key(params["requestId"]), None)
+                key = _id_key(params["requestId"])
+                self._in_flight.pop(key, None)
+                return message, self._cancel_in_batch(key)
         return message, None
+
+    def _cancel_in_batch(self, key: str) -> list[Any] | None:
+        batch = self._batches.pop(key, None)
+        if batch is None:
+            return None
+        batch.awaited.discard(key)
+        return None if batch.awaited else list(batch.replies)
 
     async def _tools_call(self, message: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         params = message.get("params")
@@ -255,13 +355,29 @@ def _meta_str(meta: Mapping[str, Any], keys: Sequence[str]) -> str | None:
     return None
 
 
+def _is_request(message: Any) -> bool:
+    return isinstance(message, dict) and "method" in message and "id" in message
+
+
+def _response_key(message: Any) -> str | None:
+    if isinstance(message, dict) and "id" in message and "method" not in message:
+        return _id_key(message["id"])
+    return None
+
+
 def _id_key(request_id: Any) -> str:
     # JSON-RPC ids are strings or numbers, and "1" and 1 are different ids.
     return json.dumps(request_id, sort_keys=True, default=str)
 
 
 def _dump(message: Any) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate (JavaScript writes "\ud83d" when it cuts text mid-emoji): UTF-8
+        # cannot carry it, a JSON escape can, as the sender wrote it.
+        return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
 # -- the stdio transport ---------------------------------------------------------------------
@@ -277,147 +393,273 @@ async def run_proxy(
     env: Mapping[str, str] | None = None,
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
+    max_message_bytes: int | None = None,
+    handle_signals: bool = False,
 ) -> int:
     """Start ``command`` (the real MCP server) and proxy between our stdio and its stdio until
-    either side closes. Returns the upstream's exit code (0 when the client closed first and the
-    upstream then exited cleanly)."""
+    either side closes.
+
+    Returns the exit status for the proxy: the upstream's when it ended on its own (128+N when
+    a signal N killed it), 0 when the client closed first and the upstream had to be stopped,
+    and 128+N when ``handle_signals`` is on and the proxy got SIGTERM, SIGINT or SIGHUP (the
+    upstream's process group is then terminated, and killed if it does not exit at once).
+
+    ``max_message_bytes`` (default: ``$LOOPWARDEN_MCP_MAX_MESSAGE_BYTES``, else 64 MiB) bounds
+    one JSON-RPC message in either direction; an over-long one is not forwarded (see
+    :data:`DEFAULT_MAX_MESSAGE_BYTES`)."""
     if not command:
         raise ValueError("run_proxy needs the MCP server command to start")
+    limit = max_message_bytes if max_message_bytes is not None else max_message_bytes_from_env()
+    if limit <= 0:
+        raise ValueError(f"max_message_bytes must be positive, not {limit}")
     core = McpLoopGuard(guard or LoopGuard(LoopDetectionConfig(enabled=True)),
                         session=session, agent_id=agent_id)
+    loop = asyncio.get_running_loop()
+    signalled: asyncio.Future[int] = loop.create_future()
+    caught = _catch_signals(loop, signalled) if handle_signals else []
+    try:
+        code = await _serve(core, command, cwd, env, stdin, stdout, limit, signalled)
+    finally:
+        for signum in caught:
+            loop.remove_signal_handler(signum)
+    return 128 + signalled.result() if signalled.done() else code
+
+
+def max_message_bytes_from_env() -> int:
+    """``$LOOPWARDEN_MCP_MAX_MESSAGE_BYTES`` (``67108864``, ``64M``...), else the default."""
+    value = os.environ.get(MAX_MESSAGE_BYTES_ENV, "").strip()
+    return parse_size(value) if value else DEFAULT_MAX_MESSAGE_BYTES
+
+
+async def _serve(core: McpLoopGuard, command: Sequence[str], cwd: str | None,
+                 env: Mapping[str, str] | None, stdin: BinaryIO | None,
+                 stdout: BinaryIO | None, limit: int, signalled: asyncio.Future[int]) -> int:
     # Resolved first so Windows finds ``npx.cmd`` and friends the way a shell would.
     executable = shutil.which(command[0]) or command[0]
     process = await asyncio.create_subprocess_exec(
-        executable, *command[1:], stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
-        cwd=cwd, env=dict(env) if env is not None else None, limit=_LINE_LIMIT,
+        executable, *command[1:], stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=None, cwd=cwd,
+        env=dict(env) if env is not None else None,
+        # Small: we read chunks, never lines, so this only bounds what asyncio buffers.
+        limit=CHUNK,
+        # Its own process group, so that stopping it reaches whatever it started (npx ->
+        # node -> ...), and a signal meant for the proxy's group is ours to pass on.
+        start_new_session=_POSIX,
     )
-    to_client = _ClientWriter(stdout or sys.stdout.buffer)
-    lines = _read_lines_in_thread(stdin or sys.stdin.buffer)
-    client = asyncio.create_task(_pump_client(core, lines, process, to_client))
-    upstream = asyncio.create_task(_pump_upstream(core, process, to_client))
+    assert process.stdin is not None and process.stdout is not None
+    to_client = ThreadWriter(stdout or sys.stdout.buffer)
+    from_client = frames(thread_chunks(stdin or sys.stdin.buffer), limit)
+    from_upstream = frames(functools.partial(process.stdout.read, CHUNK), limit)
+    client = asyncio.create_task(_pump_client(core, from_client, process.stdin, to_client))
+    upstream = asyncio.create_task(
+        _pump_upstream(core, from_upstream, process.stdin, to_client))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _EXIT_GRACE_SECONDS  # renewed when the connection ends
     try:
-        done, _ = await asyncio.wait({client, upstream}, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
+        stop: set[asyncio.Future[Any]] = {client, upstream, signalled}
+        done, _ = await asyncio.wait(stop, return_when=asyncio.FIRST_COMPLETED)
+        deadline = loop.time() + _EXIT_GRACE_SECONDS
+        for task in done - {signalled}:
             task.result()  # a pump that crashed ends the proxy with its error
-        if client in done:
+        if client in done and not signalled.done():
             # The client hung up: let the upstream see EOF and finish what it was writing.
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(upstream), _EXIT_GRACE_SECONDS)
+            rest: set[asyncio.Future[Any]] = {upstream, signalled}
+            await asyncio.wait(rest, timeout=_EXIT_GRACE_SECONDS,
+                               return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in (client, upstream):
             task.cancel()
         await asyncio.gather(client, upstream, return_exceptions=True)
-        code = await _stop(process)
+        # One grace period in all for the upstream to finish and exit after the connection
+        # ended (and a moment more for one that has just closed its stdout).
+        code = await _stop(process, signalled, max(deadline - loop.time(), 0.5))
     return code
 
 
-async def _pump_client(core: McpLoopGuard, lines: asyncio.Queue[bytes | None],
-                       process: asyncio.subprocess.Process, to_client: _ClientWriter) -> None:
-    assert process.stdin is not None
-    upstream = process.stdin
-    while (line := await lines.get()) is not None:
-        if not line.strip():
-            continue
-        try:
-            message = json.loads(line)
-        except ValueError:
-            upstream.write(_with_newline(line))  # not JSON: the upstream reports a parse error
-        else:
-            forward, replies = await core.from_client(message)
+async def _pump_client(core: McpLoopGuard, lines: AsyncIterator[bytes | Overlong],
+                       upstream: asyncio.StreamWriter, to_client: ThreadWriter) -> None:
+    try:
+        async for line in lines:
+            if isinstance(line, Overlong):
+                back, onward = _overlong(line, "client")
+                if onward is not None:
+                    upstream.write(_dump(onward))
+                if back is not None:
+                    await to_client.send(_dump(back))
+                continue
+            if line.isspace():
+                continue
+            forward, replies = await _client_line(core, line)
             for reply in replies:
-                await to_client.send(_dump(reply))
+                await to_client.send(reply)
             if forward is None:
                 continue
-            upstream.write(_with_newline(line) if forward is message else _dump(forward))
-        try:
+            upstream.write(forward)
             await upstream.drain()
-        except (BrokenPipeError, ConnectionResetError):
-            return  # the upstream is gone; its pump ends the proxy
+    except (BrokenPipeError, ConnectionResetError):
+        return  # one side is gone; its pump, or the client's EOF, ends the proxy
     with contextlib.suppress(OSError):
         upstream.close()
 
 
-async def _pump_upstream(core: McpLoopGuard, process: asyncio.subprocess.Process,
-                         to_client: _ClientWriter) -> None:
-    assert process.stdout is not None
-    while line := await process.stdout.readline():
-        if not line.strip():
-            continue
-        try:
-            message = json.loads(line)
-        except ValueError:
-            await to_client.send(_with_newline(line))  # the client's problem to report
-            continue
+async def _pump_upstream(core: McpLoopGuard, lines: AsyncIterator[bytes | Overlong],
+                         upstream: asyncio.StreamWriter, to_client: ThreadWriter) -> None:
+    try:
+        async for line in lines:
+            if isinstance(line, Overlong):
+                back, onward = _overlong(line, "server")
+                if back is not None:
+                    upstream.write(_dump(back))
+                if onward is not None:  # a call's answer: the call failed, and is recorded so
+                    await to_client.send(await _upstream_message(core, onward, b""))
+                continue
+            if line.isspace():
+                continue
+            if not core.awaiting():  # nothing in flight: nothing to parse
+                await to_client.send(_with_newline(line))
+                continue
+            message = _parse(line)
+            out = line if message is _UNPARSED else await _upstream_message(core, message, line)
+            await to_client.send(_with_newline(out))
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the client is gone
+
+
+async def _client_line(core: McpLoopGuard, line: bytes) -> tuple[bytes | None, list[bytes]]:
+    """The bytes to forward upstream (None: nothing) and the replies for the client. What
+    cannot be parsed, or inspected, goes on exactly as it came."""
+    message = _parse(line)
+    if message is _UNPARSED:
+        return _with_newline(line), []
+    try:
+        forward, replies = await core.from_client(message)
+        out = None if forward is None else _with_newline(line) if forward is message \
+            else _dump(forward)
+        return out, [_dump(reply) for reply in replies]
+    except Exception as exc:  # e.g. RecursionError on a message nested just under the limit
+        _not_inspected("client", exc)
+        return _with_newline(line), []
+
+
+async def _upstream_message(core: McpLoopGuard, message: Any, line: bytes) -> bytes:
+    try:
         out = await core.from_upstream(message)
-        await to_client.send(_with_newline(line) if out is message else _dump(out))
+        return line if out is message and line else _dump(out)
+    except Exception as exc:
+        _not_inspected("server", exc)
+        return line or _dump(message)
 
 
-async def _stop(process: asyncio.subprocess.Process) -> int:
+def _parse(line: bytes) -> Any:
+    """The message on ``line``, or :data:`_UNPARSED`. Strict UTF-8, unlike ``json.loads`` on
+    bytes (which also takes UTF-16 and encoded surrogates): what is not, is forwarded as it
+    came instead of being re-encoded differently."""
+    try:
+        return json.loads(line.decode("utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested too deep to parse
+        return _UNPARSED
+
+
+def _not_inspected(origin: str, exc: Exception) -> None:
+    # The exception's type only: its text may quote the message (arguments, results).
+    log.warning("mcp-proxy: could not inspect a message from the %s (%s); forwarded it "
+                "unchanged", origin, type(exc).__name__)
+
+
+def _overlong(line: Overlong, origin: str) -> tuple[dict[str, Any] | None,
+                                                      dict[str, Any] | None]:
+    """An over-long message is dropped. Returns the error response for its sender and the one
+    for the other side, each when that side waits for an answer that will now not come; the
+    message's text is neither forwarded nor logged, only its size."""
+    kind, request_id = peek(line)
+    over = f"{line.size} bytes, over the proxy's limit of {line.limit} bytes"
+    if kind == "response":
+        # The other side waits for this answer: it gets an error in its place.
+        log.error("mcp-proxy: dropped a response from the %s: %s (%s)%s", origin, over,
+                  _HOW_TO_RAISE, "" if request_id is None else "; answered its request with "
+                  "an error")
+        if request_id is None:
+            return None, None
+        return None, _error(request_id, -32603, f"{_PROXY}: the {origin}'s response was {over}")
+    if origin == "server" and (kind != "request" or request_id is None):
+        log.error("mcp-proxy: dropped a message from the server: %s (%s)", over, _HOW_TO_RAISE)
+        return None, None
+    # A request, or from the client something we cannot tell: JSON-RPC answers an invalid
+    # request with an error, with a null id when the id cannot be read.
+    log.error("mcp-proxy: dropped a request from the %s: %s (%s); answered it with an error",
+              origin, over, _HOW_TO_RAISE)
+    return _error(request_id, -32600, f"{_PROXY}: request too large: {over}"), None
+
+
+def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+async def _stop(process: asyncio.subprocess.Process, signalled: asyncio.Future[int],
+                grace: float) -> int:
+    """Closes the upstream's stdin and waits ``grace`` seconds for it to exit; terminates its
+    process group if it does not (at once when we were signalled), and kills the group if that
+    does not work either."""
     if process.stdin is not None:
         with contextlib.suppress(OSError):
             process.stdin.close()
-    for escalate in (None, process.terminate, process.kill):
-        if escalate is not None:
-            with contextlib.suppress(ProcessLookupError):
-                escalate()
-        with contextlib.suppress(asyncio.TimeoutError):
-            return await asyncio.wait_for(process.wait(), _EXIT_GRACE_SECONDS)
-    return await process.wait()
+    if not signalled.done() and await _exited(process, grace, signalled):
+        assert process.returncode is not None
+        return _status(process.returncode)
+    _signal_group(process, hard=False)
+    grace = _SIGNAL_GRACE_SECONDS if signalled.done() else _EXIT_GRACE_SECONDS
+    if not await _exited(process, grace, None if signalled.done() else signalled):
+        _signal_group(process, hard=True)
+        await process.wait()
+    return 0  # the connection ended normally; stopping the upstream was our doing
+
+
+async def _exited(process: asyncio.subprocess.Process, timeout: float,
+                  interrupt: asyncio.Future[int] | None) -> bool:
+    """Whether the process exits within ``timeout`` (cut short when ``interrupt`` is done)."""
+    waiter = asyncio.ensure_future(process.wait())
+    await asyncio.wait({waiter} if interrupt is None else {waiter, interrupt}, timeout=timeout,
+                       return_when=asyncio.FIRST_COMPLETED)
+    if not waiter.done():
+        waiter.cancel()
+        return False
+    return True
+
+
+def _signal_group(process: asyncio.subprocess.Process, *, hard: bool) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if _POSIX:
+            # The whole group, even when its leader has exited: what it started may live on.
+            os.killpg(process.pid, signal.SIGKILL if hard else signal.SIGTERM)
+        elif process.returncode is None:
+            process.kill() if hard else process.terminate()
+
+
+def _status(returncode: int) -> int:
+    """A shell's exit status for the upstream's return code (-N: killed by signal N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _catch_signals(loop: asyncio.AbstractEventLoop, signalled: asyncio.Future[int]) -> list[int]:
+    """SIGTERM, SIGINT and SIGHUP end the proxy through :func:`_stop` instead of killing it
+    while the upstream lives on (a client that closes our stdin and then signals our pid only
+    would otherwise leave a server that ignores EOF running, orphaned)."""
+    def stop(signum: int) -> None:
+        if not signalled.done():
+            signalled.set_result(signum)
+
+    caught: list[int] = []
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            loop.add_signal_handler(signum, stop, int(signum))
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue  # Windows, or not the main thread: signals keep their default action
+        caught.append(signum)
+    return caught
 
 
 def _with_newline(line: bytes) -> bytes:
     return line if line.endswith(b"\n") else line + b"\n"
-
-
-class _ClientWriter:
-    """Writes whole lines to the client, one at a time, off the event loop (a slow client must
-    not stall the upstream pump's bookkeeping)."""
-
-    def __init__(self, stream: BinaryIO) -> None:
-        self._stream = stream
-        self._lock = asyncio.Lock()
-
-    async def send(self, data: bytes) -> None:
-        async with self._lock:
-            await asyncio.to_thread(self._write, data)
-
-    def _write(self, data: bytes) -> None:
-        self._stream.write(data)
-        self._stream.flush()
-
-
-def _read_lines_in_thread(stream: BinaryIO) -> asyncio.Queue[bytes | None]:
-    """Lines from ``stream``, then None at EOF. A thread, because asyncio cannot read a pipe or
-    console stdin portably (Windows)."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-
-    def read() -> None:
-        try:
-            for line in _lines(stream):
-                loop.call_soon_threadsafe(queue.put_nowait, line)
-        except (OSError, ValueError, RuntimeError):
-            pass  # stdin closed under us (same as EOF), or the proxy already finished
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop may already be closed
-                loop.call_soon_threadsafe(queue.put_nowait, None)
-
-    threading.Thread(target=read, name="loopwarden-mcp-stdin", daemon=True).start()
-    return queue
-
-
-def _lines(stream: BinaryIO) -> Iterator[bytes]:
-    """Reads the file descriptor directly when there is one: a daemon thread still blocked in a
-    buffered read when the proxy exits would abort the interpreter at shutdown."""
-    try:
-        fd = stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        yield from iter(stream.readline, b"")
-        return
-    pending = b""
-    while chunk := os.read(fd, 1 << 16):
-        *complete, pending = (pending + chunk).split(b"\n")
-        for line in complete:
-            yield line + b"\n"
-    if pending:
-        yield pending
