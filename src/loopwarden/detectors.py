@@ -78,8 +78,11 @@ class Limits:
     ping_pong: bool = True
     argument_churn: bool = True
     error_repeat_on: bool = False
-    # ``early``: repeats count only without progress (see :func:`progress_streak`).
+    # ``early``: repeats count only without progress (see :func:`progress_streak`); a paced or
+    # backing-off repeat is blocked at ``eased_critical`` (reachable when a pacing call sits
+    # between every two polls of a 30-call window).
     progress: bool = False
+    eased_critical: int = 30
 
 
 @dataclass(slots=True)  # built twice per call; frozen would double that cost
@@ -479,9 +482,14 @@ def repeat_count(f: Facts, lim: Limits) -> int:
     return 0 if f.no_progress.compliant else f.no_progress.count
 
 
-def _eased(f: Facts, lim: Limits) -> bool:
-    """``early``: a paced or backing-off repeat is blocked by the global breaker only."""
-    return lim.progress and (f.no_progress.paced or f.no_progress.compliant)
+def _blocks_at(f: Facts, lim: Limits, critical: int) -> int:
+    """``early``: a paced or backing-off repeat is blocked only at the hard cap, a pacing call
+    only by the global breaker."""
+    if lim.progress and f.call.pacing:
+        return lim.global_breaker
+    if lim.progress and (f.no_progress.paced or f.no_progress.compliant):
+        return max(critical, lim.eased_critical)
+    return critical
 
 
 def _poll_warns(f: Facts, lim: Limits) -> bool:
@@ -570,7 +578,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "known_poll_no_progress", "critical",
         lambda f, lim: lim.known_poll and f.call.known_poll
-        and f.no_progress.count >= _poll_critical_threshold(f, lim) and not _eased(f, lim),
+        and f.no_progress.count >= _blocks_at(f, lim, _poll_critical_threshold(f, lim)),
         _np,
         lambda f, n: (
             f"CRITICAL: Called {f.call.tool_name} with identical arguments and no progress {n} "
@@ -617,7 +625,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "generic_repeat", "critical",
         lambda f, lim: lim.generic_repeat and not f.call.known_poll
-        and f.no_progress.count >= lim.critical and not _eased(f, lim),
+        and f.no_progress.count >= _blocks_at(f, lim, lim.critical),
         _np,
         lambda f, n: (
             f"CRITICAL: Called {f.call.tool_name} with identical outcomes {n} times. Session "

@@ -83,6 +83,8 @@ def limits_for(config: LoopDetectionConfig) -> Limits:
         argument_churn=d.argument_churn,
         error_repeat_on=config.error_repeat_enabled,
         progress=config.progress_aware,
+        eased_critical=min(config.global_circuit_breaker_threshold,
+                           max(config.critical_threshold + 1, config.critical_threshold * 3 // 2)),
     )
 
 

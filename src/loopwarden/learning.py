@@ -5,9 +5,8 @@ outcomes.
 A result is seen as leaves: ``path -> text``. When the same call (tool and arguments) returns
 again and only a few leaves differ, each differing path that *looks* volatile scores one
 observation (:func:`volatile_change`): a leaf whose whole old and new values are volatile tokens
-(an id, nonce, timestamp, number) scores for the path; a text leaf that differs only in numbers
-that are measurements (``cpu 0.3%`` → ``cpu 0.5%``, ``498.0mb``) or that move both ways scores
-for its digits. Anything else, above all output that grows or reads differently, is progress and
+(an id, nonce) scores for the path; a text leaf that differs only in numbers that are
+measurements (``cpu 0.3%`` → ``cpu 0.5%``, ``498.0mb``) scores for its digits. Anything else, above all output that grows or reads differently, is progress and
 is never learned. At :data:`LEARN_AFTER` observations a path is learned, and from then on the
 outcome hash leaves it (or its digits) out: for that tool when the path is a field of a
 structured result, for that one call when it is the whole text of a plain-text result (what a
@@ -48,26 +47,19 @@ _WHOLE = "whole"
 
 def volatile_change(old: str, new: str) -> str | None:
     """How a leaf that changed between two outcomes of one call may be learned: ``"whole"``
-    (both values are volatile tokens), ``"digits"`` (only numbers changed, and they are
-    measurements or move both ways), or None: the change is progress."""
+    (both values are volatile tokens: ids, nonces), ``"digits"`` (only numbers changed, and
+    each is a measurement with a unit: ``0.3%``, ``498.2mb``), or None: the change is progress.
+    Bare numbers are counts of work (tests passed, rows ingested, lines of output) and growing or
+    rewritten text is output: neither is ever learned away."""
     if _NUMBERS.sub("#", old) == _NUMBERS.sub("#", new):
         before, after = _MEASURED.findall(old), _MEASURED.findall(new)
         changed = [(a, b) for a, b in zip(before, after, strict=False) if a != b]
-        if all(unit_a and unit_b for (_, unit_a), (_, unit_b) in changed):
-            return _DIGITS_ONLY  # measurements (cpu %, memory): noise, whichever way they move
-        moves = {_number(b) > _number(a) for (a, _), (b, _) in changed}
-        # Bare numbers that only grow are counts of work done (lines, bytes, items): progress.
-        return _DIGITS_ONLY if len(moves) > 1 else None
+        if changed and all(unit_a and unit_b for (_, unit_a), (_, unit_b) in changed):
+            return _DIGITS_ONLY
+        return None
     if _TOKEN.fullmatch(old.strip()) and _TOKEN.fullmatch(new.strip()):
         return _WHOLE
     return None
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text.replace(",", "."))
-    except ValueError:
-        return 0.0
 
 
 def leaves_of(value: Any) -> Leaves:
