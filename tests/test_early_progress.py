@@ -317,3 +317,61 @@ def test_distinct_calls_that_only_report_an_exit_status_are_not_one_error() -> N
 def test_a_batch_of_distinct_successful_calls_is_not_flagged() -> None:
     calls = [ToolCall("read", {"path": f"src/m{i}.py"}, result=f"module {i}") for i in range(25)]
     assert replay(calls, EARLY) == []
+
+
+# -- eval --by and calibrate with few runs ---------------------------------------------------------
+
+
+def _labelled_corpus(tmp_path: Any) -> Any:
+    """Two sources, three repositories: one loop per repository but the last, which misses."""
+    root = tmp_path / "corpus"
+    labels = []
+    plans = [("alpha", "o+r1", True), ("alpha", "o+r2", True), ("beta", "o+r3", True),
+             ("beta", "o+r3", False), ("alpha", "o+r1", False)]
+    for n, (source, repo, loop) in enumerate(plans):
+        result = "stuck" if loop and repo != "o+r3" else None
+        lines = [json.dumps({"tool": "check", "args": {"n": n}, "result": result or f"step {i}"})
+                 for i in range(12)]
+        path = root / source / repo / f"t{n}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+        labels.append({"file": f"{source}/{repo}/t{n}.jsonl", "source": source, "loop": loop,
+                       "loop_start": 0 if loop else None, "warn_by": 9 if loop else None,
+                       "loop_end": 11 if loop else None})
+    (root / "labels.json").write_text(json.dumps(labels))
+    return root
+
+
+def test_eval_by_source_reports_repositories_and_holds_each_group_out(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from loopwarden.cli import app
+
+    root = _labelled_corpus(tmp_path)
+    result = CliRunner().invoke(app, ["eval", str(root / "labels.json"), "--preset", "early",
+                                      "--by", "source", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data["by_repository"]) == {"o+r1", "o+r2", "o+r3"}
+    assert data["by_repository"]["o+r3"]["loops"] == 1
+    assert data["by_repository"]["o+r3"]["timely"] == 0
+    held = {g["group"]: g for g in data["leave_one_out"]["groups"]}
+    assert held["alpha"]["loops_lost"] == 0  # both its loops caught
+    assert held["beta"]["expected_timely"] == 1.0 and held["beta"]["loops_lost"] == 1.0
+    text = CliRunner().invoke(app, ["eval", str(root / "labels.json"), "--preset", "early",
+                                    "--by", "repository", "--markdown"])
+    assert "| held-out repository |" in text.stdout and "| o+r3 | 1 | 0 | 1 | 1 |" in text.stdout
+
+
+def test_calibrate_defaults_work_from_a_hundred_runs() -> None:
+    from loopwarden.calibration import calibrate, score_run
+
+    runs = [[ToolCall("read", {"p": f"f{(i * j) % 23}"}, result=f"text {j}") for j in range(30)]
+            for i in range(100)]
+    result = calibrate([score_run(r, EARLY) for r in runs], base=EARLY)
+    assert result.bounded == ("warnings",) and "need 199" in result.note
+    assert result.critical_threshold >= EARLY.critical_threshold
+    assert result.critical_threshold > result.warning_threshold
+    assert "Blocks are NOT bounded" in result.guarantee
+    enough = calibrate([score_run(r, EARLY) for r in runs] * 2, base=EARLY)
+    assert enough.bounded == ("warnings", "blocks") and enough.note == ""
