@@ -7,6 +7,11 @@ with probability at most ``a`` — so a threshold one above that order statistic
 ``a`` of good runs. The warning budget ``alpha`` is split over the thresholds that can warn, the
 stricter block budget over those that can block (a union bound), so the guarantee holds for
 "any warning" and "any block" in a run.
+
+With the default budgets (``alpha`` 0.05, blocks ``alpha / 5``) warnings can be bounded from 60
+good runs but blocks only from 199. With fewer runs and no explicit block budget, only the
+thresholds that warn are calibrated; the blocking ones keep the starting config's values (raised
+to stay above the warning threshold) and the result says that blocks were not bounded.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import LoopDetectionConfig
-from .detectors import Facts, Limits, Prospect
+from .detectors import Facts, Limits, Prospect, repeat_count
 from .engine import LoopDetector
 from .errors import LoopwardenError
 from .history import SessionState, normalize_run_id
@@ -49,14 +54,15 @@ def score_run(calls: Iterable[ToolCall], config: LoopDetectionConfig | None = No
     base = config or LoopDetectionConfig()
     detector = LoopDetector(base.with_overrides(enabled=True, detectors={"errorRepeat": True}),
                             profiles)
-    limits = Limits(error_repeat_on=True)
     state = SessionState()
     scores = [0, 0, 0, 0]
+
+    limits = Limits(error_repeat_on=True, progress=detector.limits.progress)
 
     def measure(prospect: Prospect, run: str | None) -> None:
         facts = Facts.measure(state, run, prospect, limits)
         np_count, pp = facts.no_progress.count, facts.ping_pong.count
-        generic = np_count if prospect.known_poll else facts.recent
+        generic = np_count if prospect.known_poll else repeat_count(facts, limits)
         scores[0] = max(scores[0], generic, pp, facts.churn.count)
         scores[1] = max(scores[1], np_count, facts.errors.count,
                         pp if facts.ping_pong.no_progress_evidence else 0)
@@ -99,6 +105,11 @@ class Calibration:
     unknown_tool_threshold: int
     error_repeat_threshold: int
     budgets: dict[str, float] = field(default_factory=dict)
+    #: What the guarantee covers: ``("warnings", "blocks")``, or ``("warnings",)`` when there
+    #: were too few runs for the default block budget.
+    bounded: tuple[str, ...] = ("warnings", "blocks")
+    #: Why blocks were not bounded (empty when they were).
+    note: str = ""
 
     def config_block(self) -> dict[str, Any]:
         """The ``tools.loopDetection`` block to paste into an OpenClaw/loopwarden config."""
@@ -120,6 +131,12 @@ class Calibration:
 
     @property
     def guarantee(self) -> str:
+        if "blocks" not in self.bounded:
+            return (
+                f"If a new good run is exchangeable with these {self.runs}, it gets any loop "
+                f"warning with probability <= {self.alpha:g} (split-conformal quantiles, union "
+                f"bound over thresholds). Blocks are NOT bounded: {self.note}"
+            )
         return (
             f"If a new good run is exchangeable with these {self.runs}, it gets any loop warning "
             f"with probability <= {self.alpha:g} and any block with probability <= "
@@ -128,9 +145,15 @@ class Calibration:
 
 
 def calibrate(scores: Sequence[RunScores], *, alpha: float = 0.05,
-              block_alpha: float | None = None) -> Calibration:
+              block_alpha: float | None = None,
+              base: LoopDetectionConfig | None = None) -> Calibration:
     """Thresholds such that at most ``alpha`` of good runs warn and ``block_alpha`` (default
-    ``alpha / 5``) block."""
+    ``alpha / 5``) block.
+
+    When ``block_alpha`` is left to its default and the runs are too few for it, the warning
+    thresholds are calibrated alone and the blocking ones come from ``base`` (default: the
+    ``openclaw`` preset), kept above the calibrated warning threshold; an explicit
+    ``block_alpha`` that cannot be met is refused."""
     if not scores:
         raise CalibrationError("no good runs to calibrate on")
     if not 0 < alpha < 1:
@@ -150,18 +173,47 @@ def calibrate(scores: Sequence[RunScores], *, alpha: float = 0.05,
                                    "warnings")
     errors = _conformal_threshold([s.error_repeat for s in scores],
                                   budgets["errorRepeatThreshold"], "error-repeat warnings")
-    unknown = _conformal_threshold([s.unknown_tool for s in scores],
-                                   budgets["unknownToolThreshold"], "unknown-tool blocks")
-    critical = _conformal_threshold([s.critical for s in scores], budgets["criticalThreshold"],
-                                    "blocks")
+    warning = max(warning, MIN_WARNING)
+    error_repeat = max(errors, MIN_WARNING)
+    try:
+        unknown = _conformal_threshold([s.unknown_tool for s in scores],
+                                       budgets["unknownToolThreshold"], "unknown-tool blocks")
+        critical = _conformal_threshold([s.critical for s in scores],
+                                        budgets["criticalThreshold"], "blocks")
+    except CalibrationError as exc:
+        if block_alpha is not None:
+            raise
+        return _warnings_only(scores, alpha, beta, budgets, warning, error_repeat, base, exc)
     # Floors keep the config sane (two identical reads are not a loop); raising a threshold
     # only makes alarms rarer, so the bound still holds. A critical stays above the warning.
-    warning = max(warning, MIN_WARNING)
     critical = max(critical, warning + 1)
     return Calibration(
         runs=len(scores), alpha=alpha, block_alpha=beta,
         warning_threshold=warning, critical_threshold=critical,
         global_circuit_breaker_threshold=max(critical + 1, critical * 3 // 2),
         unknown_tool_threshold=max(unknown, MIN_UNKNOWN_TOOL),
-        error_repeat_threshold=max(errors, MIN_WARNING), budgets=budgets,
+        error_repeat_threshold=error_repeat, budgets=budgets,
+    )
+
+
+def _warnings_only(scores: Sequence[RunScores], alpha: float, beta: float,
+                   budgets: dict[str, float], warning: int, error_repeat: int,
+                   base: LoopDetectionConfig | None, why: CalibrationError) -> Calibration:
+    start = base or LoopDetectionConfig()
+    critical = max(start.critical_threshold, warning + 1)
+    breaker = max(start.global_circuit_breaker_threshold, critical + 1)
+    needed = math.ceil((1 - beta / 2) / (beta / 2))
+    note = (f"{len(scores)} runs are too few for the block budget {beta:g} (need {needed}); "
+            f"criticalThreshold {critical}, globalCircuitBreakerThreshold {breaker} and "
+            f"unknownToolThreshold {start.unknown_tool_threshold} are kept from the starting "
+            f"config (preset {start.preset}). Pass --block-alpha to bound blocks with fewer runs.")
+    del why  # the note says the same in terms of this fallback
+    return Calibration(
+        runs=len(scores), alpha=alpha, block_alpha=beta,
+        warning_threshold=warning, critical_threshold=critical,
+        global_circuit_breaker_threshold=breaker,
+        unknown_tool_threshold=start.unknown_tool_threshold,
+        error_repeat_threshold=error_repeat,
+        budgets={k: v for k, v in budgets.items() if k in ("warningThreshold", "errorRepeatThreshold")},
+        bounded=("warnings",), note=note,
     )

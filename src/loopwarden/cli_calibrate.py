@@ -52,7 +52,7 @@ def calibrate_command(
         err.print(f"[yellow]skipped[/yellow] {problem.path}:{problem.line or '-'}: {problem.message}",
                   highlight=False)
     try:
-        result = calibrate(scores, alpha=alpha, block_alpha=block_alpha)
+        result = calibrate(scores, alpha=alpha, block_alpha=block_alpha, base=base)
     except CalibrationError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
@@ -60,6 +60,7 @@ def calibrate_command(
     if as_json:
         typer.echo(json.dumps({"runs": result.runs, "alpha": result.alpha,
                                "blockAlpha": result.block_alpha, "budgets": result.budgets,
+                               "bounded": list(result.bounded), "note": result.note,
                                "config": block, "guarantee": result.guarantee}, indent=2))
         return
     out = Console()

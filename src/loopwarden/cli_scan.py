@@ -22,11 +22,16 @@ from rich.text import Text
 
 from .config import PRESETS, ConfigError, LoopDetectionConfig, load_config
 from .evaluation import (
+    GROUPINGS,
     EvalReport,
     GroupMetrics,
     LabelError,
     evaluate,
     fraction,
+    group_by,
+    groups_table,
+    held_out_table,
+    leave_one_out,
     load_labels,
     markdown_table,
 )
@@ -319,6 +324,12 @@ def eval_(
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print the metrics as one Markdown table.")
     ] = False,
+    by: Annotated[
+        str | None,
+        typer.Option("--by", callback=_one_of(sorted(GROUPINGS)),
+                     help="Also report per source and per repository, and hold each source "
+                          "(or repository) out against the others: source | repository."),
+    ] = None,
 ) -> None:
     """Replay labelled transcripts and report recall and false alarms."""
     config = _config_or_exit(config_path, agent, preset)
@@ -334,11 +345,43 @@ def eval_(
     if as_json:
         data = {"labels": str(labels), "root": str(base), "config": _settings(config),
                 **report.to_json()}
+        if by is not None:
+            data.update(_grouped_json(report, by))
         typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
     elif markdown:
         typer.echo(markdown_table(report.summary))
+        if by is not None:
+            for name in ("source", "repository"):
+                typer.echo("\n" + groups_table(group_by(report.outcomes, name), name))
+            typer.echo("\n" + held_out_table(leave_one_out(report.outcomes, by), by))
     else:
         _print_eval(report, config)
+        if by is not None:
+            _print_grouped(report, by)
+
+
+def _grouped_json(report: EvalReport, by: str) -> dict[str, Any]:
+    return {
+        "by_repository": {k: v.to_json() for k, v in group_by(report.outcomes, "repository").items()},
+        "leave_one_out": {"by": by, "groups": [h.to_json() for h in leave_one_out(report.outcomes, by)]},
+    }
+
+
+def _print_grouped(report: EvalReport, by: str) -> None:
+    console = Console()
+    console.print(_metrics_table("per repository",
+                                 list(group_by(report.outcomes, "repository").items())))
+    table = Table(title=f"leave one {by} out (against the rates of the others)",
+                  title_justify="left")
+    for name in (by, "loops", "timely", "expected", "loops lost", "healthy", "false warnings",
+                 "expected", "false blocks"):
+        table.add_column(name, justify="left" if name == by else "right")
+    for h in leave_one_out(report.outcomes, by):
+        table.add_row(h.group, str(h.loops), str(h.timely), f"{h.expected_timely:g}",
+                      f"{h.loops_lost:g}", str(h.healthy), str(h.false_warnings),
+                      f"{h.expected_false_warnings:g}", str(h.false_blocks),
+                      style="red" if h.loops_lost > 1 else None)
+    console.print(table)
 
 
 def _metrics_table(title: str, groups: Sequence[tuple[str, GroupMetrics]]) -> Table:

@@ -489,6 +489,12 @@ class LoopDetectionConfig(_LoopDetectionBlock):
         return self.preset == "early"
 
     @property
+    def progress_aware(self) -> bool:
+        """Count a repeat as loop evidence only without progress: identical outcomes, no fresh
+        mutation in between, pacing calls neutral, back-off honoured, errors inside results."""
+        return self.preset == "early"
+
+    @property
     def extended_unknown_tools(self) -> bool:
         """Recognise other frameworks' "tool not found" wordings and namespaced tool names."""
         return self.preset == "early"

@@ -7,7 +7,7 @@ in OpenClaw's order (§d). Nothing here mutates state or does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -33,11 +33,18 @@ __all__ = [
     "evaluate",
     "no_progress_streak",
     "ping_pong",
+    "progress_streak",
     "unknown_tool_streak",
 ]
 
 Level = Literal["warning", "critical"]
 CHURN_MIN_REPEATS = 3
+#: An interval between two polls at least this long (ms) is paced rather than fast: longer than
+#: a model's usual turn, so only a deliberate wait (a sleep, a poll timeout) reaches it.
+MIN_PACE_MS = 10_000
+#: Back-off: the newest intervals reach at least this multiple of the streak's shortest one.
+BACKOFF_GROWTH = 1.5
+BACKOFF_WINDOW = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,11 @@ class Limits:
     ping_pong: bool = True
     argument_churn: bool = True
     error_repeat_on: bool = False
+    # ``early``: repeats count only without progress (see :func:`progress_streak`); a paced or
+    # backing-off repeat is blocked at ``eased_critical`` (reachable when a pacing call sits
+    # between every two polls of a 30-call window).
+    progress: bool = False
+    eased_critical: int = 30
 
 
 @dataclass(slots=True)  # built twice per call; frozen would double that cost
@@ -84,6 +96,10 @@ class Prospect:
     mutation_target_hash: str | None = None
     # The tool's profile when it was fingerprinted (its outcome is hashed by the same one).
     profile: ToolProfile | None = field(default=None, repr=False, compare=False)
+    # From the profile, ``early`` preset only: changes state / only waits / waits this long.
+    mutating: bool = False
+    pacing: bool = False
+    wait_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +107,10 @@ class Streak:
     count: int = 0
     latest_result_hash: str | None = None
     name: str | None = None
+    # ``early``: every interval between the calls was paced (blocks wait for the global
+    # breaker), or the caller is backing off / this is a pacing call (no warning either).
+    paced: bool = False
+    compliant: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +221,78 @@ def no_progress_streak(state: SessionState, run: str | None, call: Prospect) -> 
     return terminal if terminal.count > same.count else same
 
 
+def fresh_mutation(state: SessionState, run: str | None, record: CallRecord) -> bool:
+    """A completed state change that is not a replay of an earlier identical one in the window
+    (writing the same content twice, or clicking the same element again, is a replay)."""
+    if not record.mutating or record.result_hash is None:
+        return False
+    same = state.key_records(run, record.args_hash)
+    return not same or same[0] is record
+
+
+def progress_streak(state: SessionState, run: str | None, call: Prospect) -> Streak:
+    """``early``'s no-progress streak: identical outcomes of this exact call, newest first,
+    ended by a fresh mutation of any other call (a repeat after an edit is a new experiment);
+    pacing calls in between stretch the intervals between the calls, which tell fast polling
+    from paced polling and back-off. For ``exec`` also the terminal-failure tail (§d.3)."""
+    count = 0
+    anchor: str | None = None
+    pending_vetoes = 0
+    intervals: list[int] = []  # newest first
+    waited = 0  # pacing since the newer counted call
+    newer: CallRecord | None = None
+    trailing: int | None = None
+    for r in state.reversed_run(run):
+        if r.args_hash != call.args_hash:
+            if fresh_mutation(state, run, r):
+                break
+            waited += r.wait_ms
+            continue
+        if r.is_veto:
+            pending_vetoes += 1
+            continue
+        if r.result_hash is None:
+            continue
+        if anchor is None:
+            anchor = r.result_hash
+            count = pending_vetoes + 1
+            trailing = waited
+        elif r.result_hash != anchor:
+            break
+        else:
+            count += pending_vetoes + 1
+            assert newer is not None
+            intervals.append(max(newer.timestamp - r.timestamp, waited + newer.wait_ms))
+        pending_vetoes = 0
+        waited = 0
+        newer = r
+    if anchor is None:
+        same = Streak(pending_vetoes) if pending_vetoes else NO_STREAK
+    else:
+        intervals.reverse()
+        if trailing or call.wait_ms:  # a pre-call check: the wait before this call counts too
+            intervals.append((trailing or 0) + call.wait_ms)
+        paced, backoff = _pacing(intervals)
+        same = Streak(count, anchor, None, paced or call.pacing, backoff or call.pacing)
+    if call.tool_name != "exec":
+        return same
+    terminal = _walk_terminal_failures(state.reversed_run(run), call.tool_name)
+    return terminal if terminal.count > same.count else same
+
+
+def _pacing(intervals: list[int]) -> tuple[bool, bool]:
+    """(paced, backing off) from the intervals between a streak's calls, oldest first.
+
+    Paced: each of the newest intervals is a deliberate wait (>= :data:`MIN_PACE_MS`).
+    Backing off: paced, and the caller now waits clearly longer than it did at its quickest
+    (sleeps of 30, 60, 90 s): what the poll warning asks for, so it is compliance."""
+    recent = intervals[-BACKOFF_WINDOW:]
+    if not recent or min(recent) < MIN_PACE_MS:
+        return False, False
+    backoff = len(intervals) >= 2 and max(recent) >= BACKOFF_GROWTH * max(min(intervals), 1)
+    return True, backoff
+
+
 def ping_pong(state: SessionState, run: str | None, cur: str) -> PingPong:
     """§d.4: the A-B-A-B tail, counted as if ``cur`` were the next call."""
     records = state.run_records(run)
@@ -298,13 +390,18 @@ def write_churn(
     return Churn(len(variants), len(variants), True) if variants else NO_CHURN
 
 
-def error_streak(state: SessionState, run: str | None, tool: str) -> Streak:
+def error_streak(
+    state: SessionState, run: str | None, tool: str, *, progress: bool = False
+) -> Streak:
     """loopwarden's error repeat: the newest outcomes of this tool failing with one masked error,
-    whatever the arguments. Other tools' records and pending calls do not interrupt it."""
+    whatever the arguments. Other tools' records and pending calls do not interrupt it; with
+    ``progress`` (``early``) a fresh mutation by another tool does."""
     count = 0
     identity: str | None = None
     for r in state.reversed_run(run):
         if r.tool_name != tool or r.is_veto or r.pending:
+            if progress and r.tool_name != tool and fresh_mutation(state, run, r):
+                break
             continue
         if r.error_identity_hash is None:
             break
@@ -335,6 +432,8 @@ class Facts:
     def measure(
         cls, state: SessionState, run: str | None, call: Prospect, limits: Limits
     ) -> Facts:
+        if limits.progress:
+            return cls._measure_progress(state, run, call, limits)
         return cls(
             call=call,
             unknown=unknown_tool_streak(state, run, call.tool_name),
@@ -344,6 +443,62 @@ class Facts:
             recent=len(state.key_records(run, call.args_hash)),
             errors=error_streak(state, run, call.tool_name) if limits.error_repeat_on else NO_STREAK,
         )
+
+    @classmethod
+    def _measure_progress(
+        cls, state: SessionState, run: str | None, call: Prospect, limits: Limits
+    ) -> Facts:
+        """``early``: a pacing call is neutral (only the hard cap watches it), an alternation
+        with one is not a ping-pong, and streaks end at fresh mutations."""
+        streak = progress_streak(state, run, call)
+        if call.pacing:
+            return cls(call, unknown_tool_streak(state, run, call.tool_name), streak,
+                       NO_PING_PONG, NO_CHURN, 0, NO_STREAK)
+        pp = ping_pong(state, run, call.args_hash)
+        if pp.count and _pacing_in_tail(state.run_records(run)):
+            pp = NO_PING_PONG
+        return cls(
+            call=call,
+            unknown=unknown_tool_streak(state, run, call.tool_name),
+            no_progress=streak,
+            ping_pong=pp,
+            churn=argument_churn(state, run, call) if limits.argument_churn else NO_CHURN,
+            recent=len(state.key_records(run, call.args_hash)),
+            errors=(error_streak(state, run, call.tool_name, progress=True)
+                    if limits.error_repeat_on else NO_STREAK),
+        )
+
+
+def _pacing_in_tail(records: Sequence[CallRecord]) -> bool:
+    """Whether either side of the newest alternation is a pacing call (poll, sleep, poll ...)."""
+    return any(r.pacing for r in list(records)[-2:])
+
+
+def repeat_count(f: Facts, lim: Limits) -> int:
+    """What the generic-repeat warning counts: identical arguments (OpenClaw), or with
+    ``progress`` identical outcomes without progress in between (0 while backing off)."""
+    if not lim.progress:
+        return f.recent
+    return 0 if f.no_progress.compliant else f.no_progress.count
+
+
+def _blocks_at(f: Facts, lim: Limits, critical: int) -> int:
+    """``early``: a paced or backing-off repeat is blocked only at the hard cap, a pacing call
+    only by the global breaker."""
+    if lim.progress and f.call.pacing:
+        return lim.global_breaker
+    if lim.progress and (f.no_progress.paced or f.no_progress.compliant):
+        return max(critical, lim.eased_critical)
+    return critical
+
+
+def _poll_warns(f: Facts, lim: Limits) -> bool:
+    return not (lim.progress and f.no_progress.compliant)
+
+
+def _pp_warns(f: Facts, lim: Limits) -> bool:
+    # At lowered thresholds an alternation warns only with evidence of no progress.
+    return not lim.progress or f.ping_pong.no_progress_evidence
 
 
 Count = Callable[[Facts, Limits], int]
@@ -428,7 +583,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "known_poll_no_progress", "critical",
         lambda f, lim: lim.known_poll and f.call.known_poll
-        and f.no_progress.count >= _poll_critical_threshold(f, lim),
+        and f.no_progress.count >= _blocks_at(f, lim, _poll_critical_threshold(f, lim)),
         _np,
         lambda f, n: (
             f"CRITICAL: Called {f.call.tool_name} with identical arguments and no progress {n} "
@@ -440,7 +595,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "known_poll_no_progress", "warning",
         lambda f, lim: lim.known_poll and f.call.known_poll
-        and f.no_progress.count >= lim.warning,
+        and f.no_progress.count >= lim.warning and _poll_warns(f, lim),
         _np,
         lambda f, n: (
             f"WARNING: You have called {f.call.tool_name} {n} times with identical arguments and "
@@ -463,7 +618,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "ping_pong", "warning",
-        lambda f, lim: lim.ping_pong and f.ping_pong.count >= lim.warning,
+        lambda f, lim: lim.ping_pong and f.ping_pong.count >= lim.warning and _pp_warns(f, lim),
         lambda f, _: f.ping_pong.count,
         lambda f, n: (
             f"WARNING: You are alternating between repeated tool-call patterns ({n} consecutive "
@@ -475,7 +630,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "generic_repeat", "critical",
         lambda f, lim: lim.generic_repeat and not f.call.known_poll
-        and f.no_progress.count >= lim.critical,
+        and f.no_progress.count >= _blocks_at(f, lim, lim.critical),
         _np,
         lambda f, n: (
             f"CRITICAL: Called {f.call.tool_name} with identical outcomes {n} times. Session "
@@ -502,8 +657,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "generic_repeat", "warning",
-        lambda f, lim: lim.generic_repeat and not f.call.known_poll and f.recent >= lim.warning,
-        lambda f, _: f.recent,
+        lambda f, lim: lim.generic_repeat and not f.call.known_poll
+        and repeat_count(f, lim) >= lim.warning,
+        repeat_count,
         lambda f, n: (
             f"WARNING: You have called {f.call.tool_name} {n} times with identical arguments. "
             "If this is not making progress, stop retrying and report the task as failed."

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from time import time_ns as _time_ns
 from typing import Any
 
@@ -22,11 +23,19 @@ from .fingerprint import (
     error_text,
     mutation_target_hash,
     profiled_outcome,
+    result_error_text,
     text_outcome,
 )
-from .history import OUTCOME_VETO, CallRecord, RunView, SessionState, normalize_run_id
+from .history import (
+    OUTCOME_TERMINAL_EXEC_FAILURE,
+    OUTCOME_VETO,
+    CallRecord,
+    RunView,
+    SessionState,
+    normalize_run_id,
+)
 from .learning import Leaves, leaves_of
-from .profiles import ProfileRegistry, ToolProfile, default_registry
+from .profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
 from .types import MISSING
 from .volatile import mask_value, mask_volatile
 
@@ -74,6 +83,9 @@ def limits_for(config: LoopDetectionConfig) -> Limits:
         ping_pong=d.ping_pong,
         argument_churn=d.argument_churn,
         error_repeat_on=config.error_repeat_enabled,
+        progress=config.progress_aware,
+        eased_critical=min(config.global_circuit_breaker_threshold,
+                           max(config.critical_threshold + 1, config.critical_threshold * 3 // 2)),
     )
 
 
@@ -94,7 +106,7 @@ class LoopDetector:
 
     __slots__ = (
         "_extended_unknown", "_history_size", "_learn", "_mask", "_prepared", "_prepared_for",
-        "config", "limits", "registry",
+        "_progress", "config", "limits", "registry",
     )
 
     def __init__(
@@ -108,6 +120,7 @@ class LoopDetector:
         self._learn = self.config.learn_volatile
         self._extended_unknown = self.config.extended_unknown_tools
         self._history_size = self.config.history_size
+        self._progress = self.config.progress_aware
         # Fingerprints of recent calls by their canonical arguments: the guard's after-call
         # hook, and every repeat of a looping call, then skip hashing, profile look-ups and
         # the write-target hash. Valid for one registry snapshot (profiles can change).
@@ -143,9 +156,12 @@ class LoopDetector:
     ) -> Prospect:
         profile = self.registry.get(tool_name)
         if profile is None:
-            return Prospect(tool_name, args_hash_of_json(tool_name, canonical))
+            prospect = Prospect(tool_name, args_hash_of_json(tool_name, canonical))
+            if self._progress:
+                prospect.mutating = mutating_by_name(tool_name)
+            return prospect
         tool = self.registry.canonical_name(tool_name)
-        return Prospect(
+        prospect = Prospect(
             tool,
             args_hash_of_json(tool, canonical),
             profile.is_poll(args),
@@ -153,8 +169,15 @@ class LoopDetector:
             mutation_target_hash(tool, args, cwd) if tool == "write" else None,
             profile,
         )
+        if self._progress:
+            prospect.mutating = profile.is_mutating(args)
+            prospect.pacing = profile.is_pacing(args)
+            prospect.wait_ms = int(profile.waits(args) * 1000)
+        return prospect
 
     def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:
+        if self._progress:
+            return self.observe_prepared(self.prepare(tool_name, args), args, result, error)[0]
         profile = self.registry.get(tool_name)
         if profile is not None or self._mask:
             result, error = self._masked(profile, result, error)
@@ -174,6 +197,8 @@ class LoopDetector:
         self, call: Prospect, args: Any, result: Any, error: Any
     ) -> tuple[Outcome, Leaves | None]:
         """:meth:`observe_outcome` for a prepared call (its profile is already looked up)."""
+        if self._progress:
+            return self._observe_progress(call, args, result, error)
         profile = call.profile
         if profile is not None or self._mask:
             result, error = self._masked(profile, result, error)
@@ -187,6 +212,38 @@ class LoopDetector:
             self._learn and result is not MISSING and (error is MISSING or error is None)
             and not (profile is not None and (profile._projection or profile.is_send_like(args)))
         )
+        return outcome, leaves_of(result) if learnable else None
+
+    def _observe_progress(
+        self, call: Prospect, args: Any, result: Any, error: Any
+    ) -> tuple[Outcome, Leaves | None]:
+        """``early``: a result that reports a failure in its body is that failure, and every
+        failure gets an identity for error repeat (see :func:`error_identity`)."""
+        failed = error is not MISSING and error is not None
+        if not failed and result is not MISSING:
+            reported = result_error_text(result)
+            if reported is not None:
+                result, error, failed = MISSING, reported, True
+        profile = call.profile
+        raw_error = error
+        if profile is not None or self._mask:
+            result, error = self._masked(profile, result, error)
+        outcome = profiled_outcome(call.tool_name, profile, args, result, error,
+                                   extended_unknown=self._extended_unknown)
+        identity: str | None
+        if failed:
+            identity = error_identity(call.args_hash, raw_error)
+        elif outcome.outcome_kind == OUTCOME_TERMINAL_EXEC_FAILURE:
+            identity = outcome.failure_identity_hash
+        else:
+            identity = None
+        if identity is not None:
+            outcome = outcome._replace(error_identity_hash=identity)
+        # Projections apply to structured results only: a projected tool's text is learned.
+        projected = profile is not None and (
+            (profile._projection is not None and type(result) is not str)
+            or profile.is_send_like(args))
+        learnable = self._learn and not failed and result is not MISSING and not projected
         return outcome, leaves_of(result) if learnable else None
 
     def _masked(self, profile: ToolProfile | None, result: Any, error: Any) -> tuple[Any, Any]:
@@ -239,7 +296,8 @@ class LoopDetector:
         # All positional: keyword construction of a 12-field dataclass costs noticeably more.
         record = CallRecord(call.tool_name, call.args_hash, call_id or None, run_id,
                             _time_ns() // 1_000_000, None, None, None, None, False,
-                            call.mutation_target_hash, None)
+                            call.mutation_target_hash, None, call.mutating, call.pacing,
+                            call.wait_ms)
         return state.push(record, self._history_size)
 
     def record_outcome(
@@ -292,6 +350,15 @@ class LoopDetector:
         record.failure_identity_hash = outcome.failure_identity_hash
         record.unknown_tool_name = outcome.unknown_tool_name
         record.no_progress = outcome.no_progress
+        if self._progress:
+            # A failed or blocked call changed nothing, so it is no mutation.
+            if record.mutating and (outcome.error_identity_hash is not None
+                                    or outcome.outcome_kind is not None
+                                    or (outcome.result_hash or "").startswith("error:")):
+                record.mutating = False
+            if self.limits.error_repeat_on:
+                state.set_error_identity(record, outcome.error_identity_hash)
+            return record
         if self.limits.error_repeat_on and error is not MISSING and error is not None:
             masked = mask_volatile(error_text(error))
             state.set_error_identity(
@@ -401,6 +468,22 @@ class LoopDetector:
         if detection is not None:
             _log_detection(detection, call.tool_name)
         return detection
+
+
+# An exit status alone ("Exit code 1", "(Command exited with code 1)") says nothing about *which*
+# failure it was: distinct commands that print it did not fail the same way.
+_STATUS_ONLY = re.compile(
+    r"(?:\s|exit code \d+|\(?command exited with code \d+\)?|error|failed|[.:#()\[\]-])*",
+    re.IGNORECASE)
+
+
+def error_identity(args_hash: str, error: Any) -> str:
+    """Which failure this was, whatever the arguments: the error text with volatile spans
+    masked. An error that only states an exit status is identified with its arguments."""
+    masked = mask_volatile(error if isinstance(error, str) else error_text(error))
+    if _STATUS_ONLY.fullmatch(masked):
+        masked = f"{args_hash}\x00{masked}"
+    return hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
 
 
 def _log_detection(detection: Detection, tool: str) -> None:

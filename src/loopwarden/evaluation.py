@@ -17,7 +17,10 @@ Indices are 0-based call positions. Metrics (each a fraction of transcripts):
 
 Each is given overall, per source and per loop type (healthy transcripts have no type, so the
 per-type rows carry only the recall figures); hard negatives (healthy but loop-like) get their
-own row. Everything here except :func:`evaluate` is a pure function.
+own row. :func:`group_by` splits the outcomes per source or per repository (the second path
+component, ``openclaw/<owner>+<repo>/...``), and :func:`leave_one_out` checks that no group
+does clearly worse than the others would predict. Everything here except :func:`evaluate` is a
+pure function.
 """
 
 from __future__ import annotations
@@ -34,18 +37,25 @@ from .findings import Finding
 from .report.scan import FileScan, scan_file
 
 __all__ = [
+    "GROUPINGS",
     "EvalReport",
     "EvalSummary",
     "GroupMetrics",
+    "HeldOut",
     "Label",
     "LabelError",
     "TranscriptOutcome",
     "evaluate",
     "fraction",
+    "group_by",
+    "groups_table",
+    "held_out_table",
     "judge",
+    "leave_one_out",
     "load_labels",
     "markdown_table",
     "parse_labels",
+    "repository_of",
     "resolve_transcript",
     "summarize",
     "summary_rows",
@@ -298,6 +308,104 @@ def markdown_table(summary: EvalSummary) -> str:
     lines = ["| group | transcripts | recall | timely recall | block recall | false warnings "
              "| false blocks |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name, m in summary_rows(summary):
+        cells = (name, str(m.transcripts), fraction(m.detected, m.loops),
+                 fraction(m.timely, m.loops), fraction(m.blocked, m.loops),
+                 fraction(m.false_warnings, m.healthy), fraction(m.false_blocks, m.healthy))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- per source / per repository, and leave one out --------------------------------------------
+
+
+def repository_of(file: str) -> str:
+    """The repository a labelled file came from: ``openclaw/<owner>+<repo>/...`` → ``<owner>+<repo>``
+    (the file's first folder when it has no second one)."""
+    parts = file.split("/")
+    return parts[1] if len(parts) > 2 else parts[0]
+
+
+GROUPINGS: dict[str, Callable[[TranscriptOutcome], str]] = {
+    "source": lambda outcome: outcome.source,
+    "repository": lambda outcome: repository_of(outcome.file),
+}
+
+
+def group_by(outcomes: Iterable[TranscriptOutcome], by: str) -> dict[str, GroupMetrics]:
+    """Metrics per ``source`` or per ``repository``."""
+    key = GROUPINGS[by]
+    groups: dict[str, GroupMetrics] = {}
+    for outcome in outcomes:
+        groups.setdefault(key(outcome), GroupMetrics()).add(outcome)
+    return dict(sorted(groups.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOut:
+    """One group scored as if unseen, against the rates the *other* groups reach.
+
+    Thresholds and learning settings are fixed and every transcript is replayed from a fresh
+    guard, so a group scored alone gets exactly its pooled per-group result; what can show a gain
+    that does not generalise is a group doing worse than the rest predicts. ``loops_lost`` is
+    the other groups' timely-recall rate times this group's loops, minus its timely loops (0 when
+    it does at least as well); ``excess_false_warnings`` the same for false warnings."""
+
+    group: str
+    loops: int
+    timely: int
+    expected_timely: float
+    loops_lost: float
+    healthy: int
+    false_warnings: int
+    expected_false_warnings: float
+    excess_false_warnings: float
+    false_blocks: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def leave_one_out(outcomes: Sequence[TranscriptOutcome], by: str = "source") -> list[HeldOut]:
+    """Each group (``source`` or ``repository``) held out against the pool of the others."""
+    groups = group_by(outcomes, by)
+    total = GroupMetrics()
+    for outcome in outcomes:
+        total.add(outcome)
+    held: list[HeldOut] = []
+    for name, m in groups.items():
+        rest_loops, rest_healthy = total.loops - m.loops, total.healthy - m.healthy
+        timely_rate = (total.timely - m.timely) / rest_loops if rest_loops else 1.0
+        warn_rate = (total.false_warnings - m.false_warnings) / rest_healthy if rest_healthy else 0.0
+        expected_timely = timely_rate * m.loops
+        expected_warnings = warn_rate * m.healthy
+        held.append(HeldOut(
+            group=name, loops=m.loops, timely=m.timely, expected_timely=round(expected_timely, 2),
+            loops_lost=round(max(0.0, expected_timely - m.timely), 2), healthy=m.healthy,
+            false_warnings=m.false_warnings, expected_false_warnings=round(expected_warnings, 2),
+            excess_false_warnings=round(max(0.0, m.false_warnings - expected_warnings), 2),
+            false_blocks=m.false_blocks,
+        ))
+    return held
+
+
+def held_out_table(held: Sequence[HeldOut], by: str = "source") -> str:
+    """The leave-one-out check as one Markdown table."""
+    lines = [f"| held-out {by} | loops | timely | expected from the others | loops lost "
+             "| healthy | false warnings | expected | false blocks |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for h in held:
+        lines.append(f"| {h.group} | {h.loops} | {h.timely} | {h.expected_timely:g} | "
+                     f"{h.loops_lost:g} | {h.healthy} | {h.false_warnings} | "
+                     f"{h.expected_false_warnings:g} | {h.false_blocks} |")
+    return "\n".join(lines)
+
+
+def groups_table(groups: Mapping[str, GroupMetrics], by: str) -> str:
+    """Per-group metrics as one Markdown table."""
+    summary = EvalSummary()
+    lines = markdown_table(summary).splitlines()[:2]
+    lines[0] = lines[0].replace("| group |", f"| {by} |", 1)
+    for name, m in groups.items():
         cells = (name, str(m.transcripts), fraction(m.detected, m.loops),
                  fraction(m.timely, m.loops), fraction(m.blocked, m.loops),
                  fraction(m.false_warnings, m.healthy), fraction(m.false_blocks, m.healthy))

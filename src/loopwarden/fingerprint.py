@@ -69,6 +69,7 @@ __all__ = [
     "mutation_target_hash",
     "outcome_of",
     "profiled_outcome",
+    "result_error_text",
     "text_outcome",
 ]
 
@@ -732,6 +733,8 @@ class Outcome(NamedTuple):
     failure_identity_hash: str | None = None
     no_progress: bool = False
     unknown_tool_name: str | None = None
+    # ``early`` preset: which failure this was, whatever the arguments (for error repeat).
+    error_identity_hash: str | None = None
 
 
 _NOTHING: Final = Outcome(None)
@@ -741,7 +744,7 @@ _new_tuple: Final = tuple.__new__
 def _plain(result_hash: str) -> Outcome:
     """A hash-only Outcome (tuple.__new__ skips the named tuple's keyword handling: half the
     cost, for nearly every result)."""
-    return _new_tuple(Outcome, (result_hash, None, None, False, None))
+    return _new_tuple(Outcome, (result_hash, None, None, False, None, None))
 
 
 def text_outcome(text: str) -> Outcome:
@@ -979,6 +982,92 @@ def _number_or_none(value: object) -> float | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)  # JS has one number type: 1.0 and 1 are the same exit code
     return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors reported inside results (``early`` preset)
+
+# Keys an error envelope may carry besides its error: a mapping with any other key holds data,
+# so a stray "error" field in it does not make the whole result a failure.
+_ERROR_ENVELOPE_KEYS: Final = frozenset({
+    "error", "errors", "message", "code", "status", "statusCode", "status_code", "errorCode",
+    "error_code", "tool", "docs", "hint", "details", "type", "name", "reason", "stack", "ok",
+    "success", "isError", "is_error", "retryable", "requestId", "request_id", "content",
+})
+_EXIT_HEADER: Final = re.compile(r"Exit code ([1-9]\d*)\b")
+_MAX_PARSED_RESULT: Final = 65_536
+
+
+def result_error_text(result: object) -> str | None:
+    """The error a *successful* result reports in its body, or None.
+
+    Recognised: ``{"status": "error", "error": ...}``, ``{"ok": false, ...}``,
+    ``{"success": false, ...}``, MCP ``{"isError": true, "content": [...]}``, an error envelope
+    (``{"error": "...", "message": "..."}`` and nothing else), each as a mapping or as its JSON
+    text, an OpenClaw-shaped result whose ``details`` is one, and text that starts with an
+    ``Exit code N`` header (N > 0). Never raises."""
+    try:
+        if isinstance(result, str):
+            return _text_error(result)
+        if _is_mapping(result):
+            found = _mapping_error(result)
+            if found is None and _is_mapping(result.get("details")):
+                found = _mapping_error(result["details"])
+            return found
+    except Exception:
+        return None
+    return None
+
+
+def _text_error(text: str) -> str | None:
+    stripped = text.strip()
+    if stripped.startswith("Exit code ") and _EXIT_HEADER.match(stripped):
+        return stripped
+    if not (stripped.startswith("{") and stripped.endswith("}")) or len(stripped) > _MAX_PARSED_RESULT:
+        return None
+    if '"error"' not in stripped and '"ok"' not in stripped and '"success"' not in stripped \
+            and '"isError"' not in stripped:
+        return None
+    try:
+        parsed = orjson.loads(stripped)
+    except orjson.JSONDecodeError:
+        return None
+    return _mapping_error(parsed) if isinstance(parsed, dict) else None
+
+
+def _mapping_error(value: Mapping[Any, Any]) -> str | None:
+    failed = (
+        value.get("isError") is True or value.get("is_error") is True
+        or value.get("ok") is False or value.get("success") is False
+        or value.get("status") == "error"
+    )
+    if not failed:
+        error = value.get("error")
+        if not error or not isinstance(error, (str, Mapping)):
+            return None
+        if any(not isinstance(k, str) or k not in _ERROR_ENVELOPE_KEYS for k in value):
+            return None
+        if value.get("status") in ("ok", "success") or value.get("ok") is True:
+            return None
+    return _error_message(value)
+
+
+def _error_message(value: Mapping[Any, Any]) -> str:
+    for key in ("error", "message", "errors", "reason"):
+        item = value.get(key)
+        if isinstance(item, str) and item.strip():
+            return item.strip()
+        if _is_mapping(item):
+            inner = item.get("message")
+            if isinstance(inner, str) and inner.strip():
+                return inner.strip()
+            return canonical_json(item).decode("utf-8", "replace")
+    content = value.get("content")
+    if _is_list(content):
+        text = _content_text(content)
+        if text:
+            return text
+    return canonical_json(value).decode("utf-8", "replace")
 
 
 # ---------------------------------------------------------------------------------------------

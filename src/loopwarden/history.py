@@ -64,6 +64,11 @@ class CallRecord:
     no_progress: bool = False
     mutation_target_hash: str | None = None
     error_identity_hash: str | None = None
+    # ``early`` preset: the call changed state (cleared when it failed), only waited, and how
+    # long it waited (ms), as its tool profile says.
+    mutating: bool = False
+    pacing: bool = False
+    wait_ms: int = 0
 
     @property
     def pending(self) -> bool:

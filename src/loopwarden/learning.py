@@ -3,11 +3,15 @@ identical outcome of a call are, after a few observations, ignored when hashing 
 outcomes.
 
 A result is seen as leaves: ``path -> text``. When the same call (tool and arguments) returns
-again and only a few leaves differ, each differing path scores one observation; a text leaf that
-differs only in its numbers (``cpu 0.3%`` → ``cpu 0.5%``) scores for its digits instead of its
-whole text. At :data:`LEARN_AFTER` observations a path is learned for that tool, and from then on
-the outcome hash leaves it (or its digits) out. The learned set lives in the session state, so
-it is persisted by every store and shown in findings and events.
+again and only a few leaves differ, each differing path that *looks* volatile scores one
+observation (:func:`volatile_change`): a leaf whose whole old and new values are volatile tokens
+(an id, nonce) scores for the path; a text leaf that differs only in numbers that are
+measurements (``cpu 0.3%`` → ``cpu 0.5%``, ``498.0mb``) scores for its digits. Anything else, above all output that grows or reads differently, is progress and
+is never learned. At :data:`LEARN_AFTER` observations a path is learned, and from then on the
+outcome hash leaves it (or its digits) out: for that tool when the path is a field of a
+structured result, for that one call when it is the whole text of a plain-text result (what a
+text's numbers mean depends on the command). The learned set lives in the session state, so it
+is persisted by every store and shown in findings and events.
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ from typing import Any
 
 from .fingerprint import canonical_json
 
-__all__ = ["LEARN_AFTER", "Leaves", "learn", "learned_for", "learned_hash", "leaves_of"]
+__all__ = ["LEARN_AFTER", "Leaves", "learn", "learned_for", "learned_hash", "leaves_of",
+           "volatile_change"]
 
-LEARN_AFTER = 2
+# One observation suffices now that only volatile-looking changes are learned: a second would
+# leave the first two outcomes of a loop unequal to the rest, delaying its warning by a call.
+LEARN_AFTER = 1
 MAX_DIFFERING = 3
 MAX_LEAVES = 256
 MAX_DEPTH = 16
@@ -30,6 +37,29 @@ DIGITS = "#digits"
 
 Leaves = dict[str, str]
 _NUMBERS = re.compile(r"\d+(?:[.,]\d+)?")
+ROOT = "$"
+_MEASURED = re.compile(r"(\d+(?:[.,]\d+)?)\s?(%|[kmgtp]i?b\b|b\b|[kmg]\b)?", re.IGNORECASE)
+# A volatile token: one word of id-like characters with a digit (tok-ab12, e12, 7f3a9c, 1.5).
+_TOKEN = re.compile(r"(?=[^\s]*\d)[\w.:+/=#-]{1,128}")
+_DIGITS_ONLY = "digits"
+_WHOLE = "whole"
+
+
+def volatile_change(old: str, new: str) -> str | None:
+    """How a leaf that changed between two outcomes of one call may be learned: ``"whole"``
+    (both values are volatile tokens: ids, nonces), ``"digits"`` (only numbers changed, and
+    each is a measurement with a unit: ``0.3%``, ``498.2mb``), or None: the change is progress.
+    Bare numbers are counts of work (tests passed, rows ingested, lines of output) and growing or
+    rewritten text is output: neither is ever learned away."""
+    if _NUMBERS.sub("#", old) == _NUMBERS.sub("#", new):
+        before, after = _MEASURED.findall(old), _MEASURED.findall(new)
+        changed = [(a, b) for a, b in zip(before, after, strict=False) if a != b]
+        if changed and all(unit_a and unit_b for (_, unit_a), (_, unit_b) in changed):
+            return _DIGITS_ONLY
+        return None
+    if _TOKEN.fullmatch(old.strip()) and _TOKEN.fullmatch(new.strip()):
+        return _WHOLE
+    return None
 
 
 def leaves_of(value: Any) -> Leaves:
@@ -55,30 +85,46 @@ def learned_for(learned: Mapping[str, Any], tool: str) -> tuple[str, ...]:
 
 
 def learn(learned: dict[str, Any], tool: str, key: str, leaves: Leaves) -> tuple[str, ...]:
-    """Compare with the last outcome of the same call ``key``, score differing paths, remember
-    this outcome, and return the tool's learned paths. Mutates ``learned`` (session state)."""
+    """Compare with the last outcome of the same call ``key``, score differing paths that look
+    volatile, remember this outcome, and return the paths learned for this call (the tool's,
+    plus the call's own for a plain-text result). Mutates ``learned`` (session state)."""
     last_by_call: dict[str, Leaves] = learned.setdefault("last", {})
     previous = last_by_call.pop(key, None)
     last_by_call[key] = leaves
     while len(last_by_call) > MAX_REMEMBERED_CALLS:
         del last_by_call[next(iter(last_by_call))]
     volatile: dict[str, list[str]] = learned.setdefault("volatile", {})
+    text_scope = _call_scope(tool, key) if leaves.keys() == {ROOT} else None
     known = set(volatile.get(tool, ()))
+    if text_scope is not None:
+        known.update(volatile.get(text_scope, ()))
     if previous is None or previous.keys() != leaves.keys():
         return tuple(sorted(known))
     differing = [p for p in leaves if previous[p] != leaves[p] and p not in known
                  and f"{p}{DIGITS}" not in known]
     if not differing or len(differing) > MAX_DIFFERING:
         return tuple(sorted(known))
-    scores: dict[str, int] = learned.setdefault("scores", {}).setdefault(tool, {})
+    scope = text_scope or tool
+    scores: dict[str, int] = learned.setdefault("scores", {}).setdefault(scope, {})
+    own = set(volatile.get(scope, ()))
     for path in differing:
-        same_shape = _NUMBERS.sub("#", previous[path]) == _NUMBERS.sub("#", leaves[path])
-        marker = f"{path}{DIGITS}" if same_shape else path
+        change = volatile_change(previous[path], leaves[path])
+        if change is None:
+            continue  # progress: the outcome differs, and nothing is learned from it
+        marker = f"{path}{DIGITS}" if change == _DIGITS_ONLY else path
         scores[marker] = scores.get(marker, 0) + 1
         if scores[marker] >= LEARN_AFTER:
             known.add(marker)
-    volatile[tool] = sorted(known)
-    return tuple(volatile[tool])
+            own.add(marker)
+    if own:
+        volatile[scope] = sorted(own)
+    return tuple(sorted(known))
+
+
+def _call_scope(tool: str, key: str) -> str:
+    """Where a plain-text result's learned paths live: the tool and the call's arguments
+    (``key`` is ``run|args hash``), so one command's noisy numbers are not masked in another's."""
+    return f"{tool}|{key.rsplit('|', 1)[-1]}"
 
 
 def learned_hash(leaves: Leaves, volatile: tuple[str, ...]) -> str:

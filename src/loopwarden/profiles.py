@@ -1,4 +1,5 @@
-"""Per-tool knowledge: which calls are polls, which are message sends, which result keys churn.
+"""Per-tool knowledge: which calls are polls, which are message sends, which result keys churn,
+and (``early`` preset) which calls change state, which only wait, and how long a call waits.
 
 A :class:`ProfileRegistry` maps tool names (and aliases) to immutable :class:`ToolProfile`
 records. :data:`default_registry` holds profiles that reproduce OpenClaw's built-in tools; users
@@ -24,6 +25,7 @@ from .volatile import require_any
 
 __all__ = [
     "MESSAGE_SEND_ACTIONS",
+    "MUTATING_NAME_VERBS",
     "SEND_VOLATILE_KEYS",
     "ProfileRegistry",
     "ToolProfile",
@@ -32,12 +34,16 @@ __all__ = [
     "default_registry",
     "get",
     "is_known_poll",
+    "is_mutating",
     "is_send_like",
+    "mutating_by_name",
     "register",
     "unregister",
 ]
 
 ArgsPredicate = Callable[[object], bool]
+#: How many seconds a call waits before (or while) it does its work; None when it does not.
+WaitSeconds = Callable[[object], "float | None"]
 
 #: ``message``/channel-tool actions whose results carry fresh delivery ids (spec §c.6).
 MESSAGE_SEND_ACTIONS: Final = frozenset(
@@ -95,6 +101,20 @@ _CHANNEL_TOOLS: Final = (
     "mattermost",
 )
 
+#: Leading verbs of tool names that change state, by the MCP naming convention
+#: (``create_issue``, ``updateRecord``, ``mcp__fs__write_file``); used for tools without a profile.
+MUTATING_NAME_VERBS: Final = frozenset(
+    {
+        "add", "append", "apply", "book", "cancel", "create", "delete", "edit", "insert", "modify",
+        "move", "patch", "put", "remove", "rename", "replace", "save", "set", "update", "upload",
+        "write",
+    }
+)
+_NAME_VERB = re.compile(r"^([a-z]+)(?:[_\-.]|(?=[A-Z])|$)")
+
+# A wait longer than a day is not pacing but a wrong unit or a garbled argument.
+_MAX_WAIT_SECONDS: Final = 86_400.0
+
 # Built-in outcome projections implemented in loopwarden.fingerprint.
 PROJECTION_EXEC: Final = "exec"
 PROJECTION_PROCESS: Final = "process"
@@ -113,6 +133,13 @@ class ToolProfile:
     preset; ``None`` lets the preset decide. ``volatile_patterns`` are extra regular expressions
     whose matches in this tool's outcomes are ignored. ``_projection`` names a built-in outcome projection (``exec``,
     ``process``, ``write``); it is internal and kept when a profile is re-registered.
+
+    Progress knowledge, used by the ``early`` preset only: ``mutating`` (a constant or a
+    predicate over the arguments) says the call changes state (a file edit, a browser click), so
+    a repeat of another call after it is a new experiment rather than a replay. ``pacing`` says
+    the call only waits (``sleep 30``): it is never loop evidence on its own. ``wait_seconds``
+    tells how long a call waits (a pacing call's sleep, a poll's own timeout), which stretches
+    the interval between the polls around it.
     """
 
     name: str
@@ -123,6 +150,9 @@ class ToolProfile:
     poll_critical_at_warning: bool = False
     mask_volatile: bool | None = None
     volatile_patterns: tuple[re.Pattern[str], ...] = ()
+    mutating: bool | ArgsPredicate = False
+    pacing: bool | ArgsPredicate = False
+    wait_seconds: WaitSeconds | None = None
     _projection: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -138,6 +168,24 @@ class ToolProfile:
 
     def is_send_like(self, args: object) -> bool:
         return _evaluate(self.send_like, args)
+
+    def is_mutating(self, args: object) -> bool:
+        return _evaluate(self.mutating, args)
+
+    def is_pacing(self, args: object) -> bool:
+        return _evaluate(self.pacing, args)
+
+    def waits(self, args: object) -> float:
+        """Seconds the call waits (0 when unknown or none)."""
+        if self.wait_seconds is None:
+            return 0.0
+        try:
+            seconds = self.wait_seconds(args)
+        except Exception:
+            return 0.0  # a faulty user function must not crash the guarded agent
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            return 0.0
+        return float(seconds) if 0 < seconds < _MAX_WAIT_SECONDS else 0.0
 
 
 def _patterns(patterns: Iterable[str | re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
@@ -209,6 +257,9 @@ class ProfileRegistry:
         poll_critical_at_warning: bool = False,
         mask_volatile: bool | None = None,
         volatile_patterns: Iterable[str | re.Pattern[str]] = (),
+        mutating: bool | ArgsPredicate = False,
+        pacing: bool | ArgsPredicate = False,
+        wait_seconds: WaitSeconds | None = None,
     ) -> ToolProfile:
         """Create (or replace) the profile of ``name`` and return it."""
         profile = ToolProfile(
@@ -220,6 +271,9 @@ class ProfileRegistry:
             poll_critical_at_warning=poll_critical_at_warning,
             mask_volatile=mask_volatile,
             volatile_patterns=_patterns(volatile_patterns),
+            mutating=mutating,
+            pacing=pacing,
+            wait_seconds=wait_seconds,
         )
         return self.add(profile)
 
@@ -283,6 +337,14 @@ class ProfileRegistry:
     def is_send_like(self, tool_name: str, args: object) -> bool:
         profile = self.get(tool_name)
         return profile is not None and profile.is_send_like(args)
+
+    def is_mutating(self, tool_name: str, args: object) -> bool:
+        """Whether the call changes state: its profile says so, or (no profile) its name follows
+        the MCP verb convention (``create_issue``, ``mcp__fs__write_file``)."""
+        profile = self.get(tool_name)
+        if profile is None:
+            return mutating_by_name(tool_name)
+        return profile.is_mutating(args)
 
     def names(self) -> tuple[str, ...]:
         """Canonical names of every registered profile, sorted."""
@@ -355,13 +417,160 @@ def _channel_send(args: object) -> bool:
     return action is None or (isinstance(action, str) and action in MESSAGE_SEND_ACTIONS)
 
 
+def mutating_by_name(tool_name: str) -> bool:
+    """Whether a tool's (bare) name starts with a state-changing verb (``delete_file``)."""
+    match = _NAME_VERB.match(bare_tool_name(tool_name))
+    return match is not None and match.group(1).lower() in MUTATING_NAME_VERBS
+
+
+# -- shells: which commands change files, which only wait ----------------------------------------
+
+_SHELL_WRAPPERS: Final = frozenset({"bash", "sh", "zsh", "-c", "-lc", "-l", "/bin/bash", "/bin/sh"})
+_DURATION_FACTORS: Final = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SLEEP = r"sleep\s+(\d+(?:\.\d+)?)([smhd]?)"
+_ONLY_SLEEPS = re.compile(rf"\s*(?:{_SLEEP}\s*(?:&&|;)?\s*)+")
+_LEADING_SLEEP = re.compile(rf"\s*{_SLEEP}\s*(?:&&|;)")
+_SLEEPS = re.compile(_SLEEP)
+# Conservative on purpose: only commands that plainly write files. A missed mutation costs what
+# loopwarden did before (a repeat counts); a false one would hide a real loop.
+_FILE_COMMANDS = (
+    r"rm|mv|cp|mkdir|rmdir|touch|chmod|chown|ln|tee|truncate|patch|unzip|install"
+    r"|sed\s+(?:-\w+\s+)*-i|perl\s+(?:-\w+\s+)*-i"
+    r"|git\s+(?:add|commit|checkout|switch|restore|reset|merge|rebase|apply|am|cherry-pick"
+    r"|stash|pull|clone|rm|mv|init)"
+    r"|(?:npm|pnpm|yarn|bun)\s+(?:install|i|add|remove|uninstall|ci)"
+    r"|(?:python3?\s+-m\s+)?pip3?\s+(?:install|uninstall)|uv\s+(?:add|remove|sync|pip\s+install)"
+    r"|cargo\s+(?:add|install)|go\s+(?:get|mod\s+tidy)"
+)
+_FILE_COMMAND = re.compile(rf"(?:^|&&|\|\||[;|(`]|\$\()\s*(?:sudo\s+)?(?:{_FILE_COMMANDS})\b")
+# `> file` and `>> file`, but not `2>&1`, `>/dev/null` or a comparison inside quotes-free tests.
+_REDIRECT = re.compile(r"(?<![0-9&>=<-])>>?\s*(?!&|/dev/null\b)[\w./~\"'$-]")
+
+
+def _command(args: object) -> str | None:
+    """The command line of a shell call (``command`` or ``cmd``, a string or an argv list)."""
+    if not isinstance(args, Mapping):
+        return None
+    command = args.get("command", args.get("cmd"))
+    if isinstance(command, str):
+        return command
+    if isinstance(command, (list, tuple)) and all(isinstance(part, str) for part in command):
+        parts = list(command)
+        while len(parts) > 1 and parts[0] in _SHELL_WRAPPERS:
+            parts.pop(0)
+        return " ".join(parts)
+    return None
+
+
+def _seconds(number: str, unit: str) -> float:
+    return float(number) * _DURATION_FACTORS[unit]
+
+
+def shell_changes_files(args: object) -> bool:
+    command = _command(args)
+    return command is not None and bool(_FILE_COMMAND.search(command) or _REDIRECT.search(command))
+
+
+def shell_only_sleeps(args: object) -> bool:
+    command = _command(args)
+    return command is not None and _ONLY_SLEEPS.fullmatch(command) is not None
+
+
+def shell_wait_seconds(args: object) -> float | None:
+    """The sleeps a command does before its work (``sleep 30 && tail log``), or all of them."""
+    command = _command(args)
+    if command is None:
+        return None
+    if _ONLY_SLEEPS.fullmatch(command):
+        return sum(_seconds(n, u) for n, u in _SLEEPS.findall(command)) or None
+    total = 0.0
+    position = 0
+    while (match := _LEADING_SLEEP.match(command, position)) is not None:
+        total += _seconds(match.group(1), match.group(2))
+        position = match.end()
+    return total or None
+
+
+def _shell(name: str, **kwargs: object) -> ToolProfile:
+    return ToolProfile(name, mutating=shell_changes_files, pacing=shell_only_sleeps,
+                       wait_seconds=shell_wait_seconds, **kwargs)  # type: ignore[arg-type]
+
+
+# -- OpenClaw's process and browser tools ----------------------------------------------------------
+
+_PROCESS_MUTATIONS: Final = frozenset({"write", "send-keys", "submit", "paste", "kill"})
+
+
+def _process_mutating(args: object) -> bool:
+    return _action(args) in _PROCESS_MUTATIONS
+
+
+def _millis(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return None
+    return float(value) / 1000
+
+
+def _process_wait(args: object) -> float | None:
+    # A poll with a timeout blocks until output arrives or the timeout passes.
+    return _millis(args.get("timeout")) if isinstance(args, Mapping) else None
+
+
+_BROWSER_READS: Final = frozenset(
+    {"snapshot", "screenshot", "status", "tabs", "console", "pdf", "profiles"})
+
+
+def _browser_kind(args: Mapping[str, object]) -> object:
+    request = args.get("request")
+    if isinstance(request, Mapping) and "kind" in request:
+        return request.get("kind")
+    return args.get("kind")
+
+
+def _browser_waits(args: object) -> bool:
+    return isinstance(args, Mapping) and args.get("action") in ("act", "wait") and (
+        args.get("action") == "wait" or _browser_kind(args) == "wait")
+
+
+def _browser_mutating(args: object) -> bool:
+    if not isinstance(args, Mapping):
+        return False
+    action = args.get("action")
+    return isinstance(action, str) and action not in _BROWSER_READS and not _browser_waits(args)
+
+
+def _browser_wait_seconds(args: object) -> float | None:
+    if not _browser_waits(args):
+        return None
+    assert isinstance(args, Mapping)
+    request = args.get("request")
+    source = request if isinstance(request, Mapping) else args
+    value = source.get("timeMs", source.get("time_ms", source.get("ms")))
+    return _millis(value)
+
+
+def _editor_mutating(args: object) -> bool:
+    # OpenHands / SWE-agent str_replace_editor: every command but `view` changes a file.
+    command = args.get("command") if isinstance(args, Mapping) else None
+    return isinstance(command, str) and command != "view"
+
+
+def _stdin_wait(args: object) -> float | None:
+    return _millis(args.get("yield_time_ms")) if isinstance(args, Mapping) else None
+
+
 def _builtin_profiles() -> list[ToolProfile]:
     builtins = [
-        ToolProfile("exec", aliases=("bash",), _projection=PROJECTION_EXEC),
-        ToolProfile("process", poll=_process_poll, _projection=PROJECTION_PROCESS),
+        _shell("exec", aliases=("bash",), _projection=PROJECTION_EXEC),
+        ToolProfile("process", poll=_process_poll, mutating=_process_mutating,
+                    wait_seconds=_process_wait, _projection=PROJECTION_PROCESS),
         ToolProfile("command_status", poll=True),
         ToolProfile("wait", poll=True, poll_critical_at_warning=True),
-        ToolProfile("write", _projection=PROJECTION_WRITE),
+        ToolProfile("write", mutating=True, _projection=PROJECTION_WRITE),
+        ToolProfile("edit", mutating=True),
+        ToolProfile("apply_patch", mutating=True),
+        ToolProfile("browser", mutating=_browser_mutating, pacing=_browser_waits,
+                    wait_seconds=_browser_wait_seconds),
         ToolProfile("message", send_like=_message_send),
         ToolProfile("sessions_send", send_like=True),
     ]
@@ -387,14 +596,19 @@ def _ecosystem_profiles() -> list[ToolProfile]:
              for name in ("BashOutput", "TaskOutput", "AgentOutputTool")]
     # Shells mask like every tool under the preset (their outputs are large, so masking them
     # under `openclaw` would cost more than it finds); their polls above always mask.
-    shells = [ToolProfile(name) for name in ("shell", "local_shell", "exec_command", "container.exec")]
+    shells = [_shell(name) for name in ("shell", "local_shell", "exec_command", "container.exec")]
     return [
         # Claude Code: background shells and sub-agent tasks are read by polling tools.
         *polls,
-        ToolProfile("Bash", volatile_patterns=(background_id,)),
+        _shell("Bash", volatile_patterns=(background_id,)),
+        *(ToolProfile(name, mutating=True) for name in ("Edit", "Write", "MultiEdit", "NotebookEdit")),
         # Codex CLI / OpenAI: shell tools report wall time; an empty stdin write is a poll.
         *shells,
-        ToolProfile("write_stdin", poll=_empty_stdin, mask_volatile=True),
+        ToolProfile("write_stdin", poll=_empty_stdin, mask_volatile=True,
+                    mutating=lambda args: not _empty_stdin(args), wait_seconds=_stdin_wait),
+        # OpenHands and SWE-agent.
+        _shell("execute_bash"),
+        ToolProfile("str_replace_editor", mutating=_editor_mutating),
     ]
 
 
@@ -407,3 +621,4 @@ get = default_registry.get
 canonical_name = default_registry.canonical_name
 is_known_poll = default_registry.is_known_poll
 is_send_like = default_registry.is_send_like
+is_mutating = default_registry.is_mutating
