@@ -191,6 +191,7 @@ CORRUPTIONS = {
     "history not a list": b'{"history": 5}',
     "record without tool": b'{"history": [{"args_hash": "h"}]}',
     "record of wrong types": b'{"history": [{"tool_name": 7, "args_hash": "h"}]}',
+    "unhashable run id": b'{"history": [{"tool_name": "t", "args_hash": "h", "run_id": []}]}',
     "bucket not a number": b'{"warning_buckets": {"k": "x"}}',
     "learned of wrong shape": b'{"learned": {"volatile": {"read": 5}}}',
     "compaction of wrong shape": b'{"compaction": {"r": {"window": [1]}}}',
