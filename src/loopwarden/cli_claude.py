@@ -8,7 +8,10 @@ file between invocations. Register it in ``settings.json`` for ``PreToolUse``, `
 from __future__ import annotations
 
 import json
+import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -23,6 +26,10 @@ __all__ = ["default_db_path", "register"]
 _EXIT_NON_BLOCKING_ERROR = 1
 # Claude Code sessions can be resumed days later; a week keeps them and still bounds the file.
 _IDLE_TTL_SECONDS = 7 * 24 * 3600
+# How long one hook waits for another process's write lock. Concurrent hooks hold it for
+# milliseconds; a lock held longer (a stuck process, a copy tool) must not stall every tool
+# call of Claude Code: past this the hook fails open, logging the failure on stderr.
+_BUSY_TIMEOUT_SECONDS = 1.0
 
 
 def register(app: typer.Typer) -> None:
@@ -63,6 +70,7 @@ def _handle(
     payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None
 ) -> dict[str, Any]:
     from .config import ConfigError
+    from .events import LoggingSink
     from .guard import LoopGuard
     from .integrations.claude_code_hook import ClaudeCodeHook, HookPayloadError
     from .stores.sqlite import SQLiteStore
@@ -75,14 +83,38 @@ def _handle(
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         _fail(f"loopwarden: cannot create {db.parent}: {exc}")
-    store = SQLiteStore(db, idle_ttl=_IDLE_TTL_SECONDS)
+    store = SQLiteStore(db, idle_ttl=_IDLE_TTL_SECONDS, timeout=_BUSY_TIMEOUT_SECONDS)
+    guard = LoopGuard(config, store=store)
+    # Loop events reach Claude Code in the hook's answer and the run record; logging them too
+    # would only repeat them on stderr, which is kept for what went wrong.
+    guard.sinks[:] = [sink for sink in guard.sinks if not isinstance(sink, LoggingSink)]
     try:
-        hook = ClaudeCodeHook(LoopGuard(config, store=store), agent_id=agent)
-        return hook.handle(payload)
+        with _problems_to_stderr():
+            return ClaudeCodeHook(guard, agent_id=agent).handle(payload)
     except HookPayloadError as exc:
         _fail(f"loopwarden: {exc}")
     finally:
         store.close()
+
+
+@contextmanager
+def _problems_to_stderr() -> Iterator[None]:
+    """The guard's and the store's own warnings (a store that failed, so the call was allowed;
+    a corrupt session state that was reset) on stderr, for the length of one hook."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("loopwarden %(levelname)s %(message)s"))
+    handler.setLevel(logging.WARNING)
+    handler.addFilter(lambda record: record.name in ("loopwarden", "loopwarden.stores"))
+    log = logging.getLogger("loopwarden")
+    level = log.level
+    log.addHandler(handler)
+    if log.getEffectiveLevel() > logging.WARNING:
+        log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 def _hook_config(path: Path | None, agent: str | None) -> LoopDetectionConfig:

@@ -128,6 +128,11 @@ class PostCompactionGuard:
             self._close_window()
         return CompactionVerdict(False, self._remaining > 0, self._remaining)
 
+    @property
+    def armed(self) -> bool:
+        """Whether the window is open (attempts remain)."""
+        return self._remaining > 0
+
     def snapshot(self) -> CompactionSnapshot:
         return CompactionSnapshot(self._remaining > 0, self._remaining)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compaction import PostCompactionGuard
+from .learning import check_learned
 
 __all__ = [
     "OUTCOME_TERMINAL_EXEC_FAILURE",
@@ -32,6 +33,7 @@ OUTCOME_WRITE_MUTATION = "write-mutation"
 
 MAX_WARNING_KEYS = 256
 MAX_RECOVERY_RUNS = 256
+MAX_COMPACTION_RUNS = 256
 
 RunKey = str | None
 
@@ -83,7 +85,14 @@ class CallRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallRecord:
-        return cls(**{name: data.get(name, _RECORD_DEFAULTS[name]) for name in _RECORD_FIELDS})
+        """A record from :meth:`to_dict`'s form; raises ``ValueError`` when it has no tool name
+        or args hash (a stored state that would fail every later call instead). Ids that cannot
+        be dict keys fail when the state indexes them; other fields are only compared."""
+        values = {name: data.get(name, _RECORD_DEFAULTS[name]) for name in _RECORD_FIELDS}
+        # Two checks, not one per field: states are decoded on every persistent-store call.
+        if type(values["tool_name"]) is not str or type(values["args_hash"]) is not str:
+            raise ValueError(f"not a call record: {data!r:.200}")
+        return cls(**values)
 
 
 _RECORD_FIELDS = tuple(CallRecord.__dataclass_fields__)
@@ -154,6 +163,8 @@ class SessionState:
         view = self._runs.get(record.run_id)
         if view is None:
             view = self._runs[record.run_id] = RunView()
+            if self.compaction:  # a run starts (or returns): finished runs' guards can go
+                self._prune_compaction()
         view.records.append(record)
         by_key = view.by_key.get(record.args_hash)
         if by_key is None:
@@ -232,7 +243,7 @@ class SessionState:
     def copy(self) -> SessionState:
         """An independent copy (records copied too), e.g. for projected batch admission."""
         clone = SessionState(
-            history=[CallRecord.from_dict(r.to_dict()) for r in self.history],
+            history=[CallRecord(**r.to_dict()) for r in self.history],
             warning_buckets=dict(self.warning_buckets),
             recovery_used=dict(self.recovery_used),
             compaction={k: PostCompactionGuard.from_dict(g.to_dict()) for k, g in self.compaction.items()},
@@ -253,14 +264,22 @@ class SessionState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionState:
+        """A state from :meth:`to_dict`'s form; raises ``ValueError`` (or ``TypeError``) on
+        one of the wrong shape, which stores treat as a corrupt state."""
+        history = data.get("history", ())
+        buckets = data.get("warning_buckets", {})
+        recovery = data.get("recovery_used", {})
+        compaction = data.get("compaction", {})
+        if not (isinstance(history, list) and isinstance(buckets, dict)
+                and isinstance(recovery, dict) and isinstance(compaction, dict)
+                and all(type(b) is int for b in buckets.values())):
+            raise ValueError("not a session state")
         return cls(
-            history=[CallRecord.from_dict(r) for r in data.get("history", ())],
-            warning_buckets=dict(data.get("warning_buckets", {})),
-            recovery_used=dict(data.get("recovery_used", {})),
-            compaction={
-                str(k): PostCompactionGuard.from_dict(v) for k, v in data.get("compaction", {}).items()
-            },
-            learned=dict(data.get("learned", {})),
+            history=[CallRecord.from_dict(r) for r in history],
+            warning_buckets=dict(buckets),
+            recovery_used=dict(recovery),
+            compaction={str(k): PostCompactionGuard.from_dict(v) for k, v in compaction.items()},
+            learned=check_learned(data.get("learned", {})),
         )
 
     # -- internals ---------------------------------------------------------------------------
@@ -284,6 +303,16 @@ class SessionState:
             del view.by_call[call_id]
         if record.error_identity_hash is not None:
             view.errors -= 1
+
+    def _prune_compaction(self) -> None:
+        # An unarmed post-compaction guard holds nothing a later arm() would use (arming
+        # replaces its tail with the run's history), so only armed ones are kept, and at most
+        # MAX_COMPACTION_RUNS of those: one guard per run ever seen would grow without bound.
+        guards = self.compaction
+        for key in [key for key, guard in guards.items() if not guard.armed]:
+            del guards[key]
+        while len(guards) > MAX_COMPACTION_RUNS:
+            del guards[next(iter(guards))]
 
     def _reindex(self) -> None:
         records = list(self.history)

@@ -42,6 +42,27 @@ def mixed_script() -> list[Step]:
     return steps
 
 
+# A lone surrogate: a valid Python string that UTF-8 (hence SQLite text, Redis keys, orjson)
+# cannot hold. Agents and transcripts can hand such ids and results to the guard.
+SURROGATE = "\ud800"
+SURROGATE_SESSION = f"session-{SURROGATE}"
+SURROGATE_RUN = f"run-{SURROGATE}"
+
+
+def surrogate_script() -> list[Step]:
+    """:func:`mixed_script` with lone surrogates in tool names, arguments and results."""
+    def odd(value: Any) -> Any:
+        if isinstance(value, str):
+            return f"{value}{SURROGATE}"
+        if isinstance(value, dict):
+            return {f"{k}{SURROGATE}": odd(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [odd(v) for v in value]
+        return value
+
+    return [(odd(tool), odd(args), odd(result)) for tool, args, result in mixed_script()]
+
+
 def drive(
     guard: LoopGuard, steps: list[Step], *, session: str, run_id: str | None = "run-1",
     prefix: str = "c", retry_before: bool = False, retry_after: bool = False,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import AsyncStore, Store, StoreError
+from .base import AsyncStore, CircuitBreaker, Store, StoreError
 from .memory import MemoryStore
 
-__all__ = ["AsyncStore", "MemoryStore", "RedisStore", "SQLiteStore", "Store", "StoreError"]
+__all__ = ["AsyncStore", "CircuitBreaker", "MemoryStore", "RedisStore", "SQLiteStore", "Store",
+           "StoreError"]
 
 
 def __getattr__(name: str) -> Any:

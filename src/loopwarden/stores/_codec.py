@@ -2,12 +2,21 @@
 
 Event fields are typed from ``LoopEvent``'s annotations rather than listed here, so a field
 added to the event later is stored and read back by every store without touching them.
+
+Encoding is lossless for every Python string, lone surrogates included (ids and tool names come
+from agents and transcripts, which may hold them): orjson refuses those, so a value it cannot
+encode is written by the standard library, which escapes them (``\\ud800``) and reads them back.
+A stored state that cannot be read back is never fatal: :class:`StateDecoder` reports it once
+and the session starts afresh.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import types
 import typing
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, Literal
@@ -17,18 +26,76 @@ import orjson
 from ..events import LoopEvent
 from ..history import SessionState
 
-__all__ = ["EVENT_FIELDS", "decode_state", "encode_state", "event_from_values", "field_text",
-           "text_value"]
+__all__ = ["EVENT_FIELDS", "StateDecoder", "decode_state", "dumps", "encode_state",
+           "event_from_values", "field_text", "loads", "text_value"]
+
+log = logging.getLogger("loopwarden.stores")
 
 Kind = Literal["str", "int", "tuple", "json"]
 
+# Sessions whose corrupt state was already reported, per store (bounded: a flood of corrupt
+# rows must not grow memory; a session forgotten here is reported again, which is harmless).
+_MAX_REPORTED = 1024
+
+
+def dumps(value: Any) -> bytes:
+    """JSON bytes for ``value``, lossless for every string (lone surrogates escaped)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        # orjson rejects lone surrogates (and integers beyond 64 bits); the standard library
+        # escapes the former as \udXXX, which json.loads turns back into the same string.
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def loads(raw: bytes | bytearray | memoryview | str) -> Any:
+    """The inverse of :func:`dumps` (raises ``ValueError`` on text that is not JSON)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        # The escapes dumps' fallback writes (and text holding raw surrogates) are not
+        # orjson's to read.
+        if not isinstance(raw, str):
+            raw = bytes(raw).decode("utf-8", "surrogatepass")
+        return json.loads(raw)
+
 
 def encode_state(state: SessionState) -> bytes:
-    return orjson.dumps(state.to_dict(), option=orjson.OPT_NON_STR_KEYS)
+    return dumps(state.to_dict())
 
 
 def decode_state(raw: bytes | str) -> SessionState:
-    return SessionState.from_dict(orjson.loads(raw))
+    """A stored state; raises ``ValueError``/``TypeError`` (or similar) on a corrupt one."""
+    data = loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError(f"a session state is a JSON object, not {type(data).__name__}")
+    return SessionState.from_dict(data)
+
+
+class StateDecoder:
+    """Decodes a store's session states; a corrupt one (unreadable bytes, truncated or
+    foreign JSON, a wrong shape) is logged once per session, counted in :attr:`corrupt` and
+    treated as absent, so the session starts afresh — and its next write replaces it —
+    instead of failing on every call."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.corrupt = 0
+        self._reported: OrderedDict[str, None] = OrderedDict()
+
+    def __call__(self, raw: bytes | str, session: str) -> SessionState | None:
+        try:
+            return decode_state(raw)
+        except Exception as exc:  # anything a corrupt value can make the decoder raise
+            self.corrupt += 1
+            if session not in self._reported:
+                self._reported[session] = None
+                while len(self._reported) > _MAX_REPORTED:
+                    self._reported.popitem(last=False)
+                log.error("loopwarden %s: the stored state of session %r cannot be read "
+                          "(%s: %s); starting that session afresh",
+                          self.where, session, type(exc).__name__, exc)
+            return None
 
 
 def _kind(hint: Any) -> Kind:
@@ -56,7 +123,7 @@ def field_text(name: str, value: Any) -> str | None:
     kind = _KINDS.get(name, "json")
     if kind in ("str", "int"):
         return str(value)
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    return dumps(value).decode()
 
 
 def text_value(name: str, text: str) -> Any:
@@ -66,7 +133,7 @@ def text_value(name: str, text: str) -> Any:
         return text
     if kind == "int":
         return int(text)
-    return orjson.loads(text)
+    return loads(text)
 
 
 def event_from_values(values: Mapping[str, Any]) -> LoopEvent:

@@ -3,6 +3,10 @@
 One file serves many threads and processes: WAL mode lets readers run beside the writer, and
 every transaction starts with ``BEGIN IMMEDIATE`` so two processes checking the same session
 serialise on SQLite's write lock instead of both reading the old state (a lost update).
+
+Text is stored losslessly: a string SQLite's UTF-8 cannot hold (one with a lone surrogate) is
+bound as its surrogate-preserving bytes cast to TEXT. Those bytes are never valid UTF-8, so such
+a key cannot collide with an ordinary one, and the connection reads them back as the same string.
 """
 
 from __future__ import annotations
@@ -18,12 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import orjson
-
 from ..events import LoopEvent
 from ..history import SessionState
-from ._codec import EVENT_FIELDS, decode_state, encode_state, event_from_values
-from .base import StoreError
+from ._codec import EVENT_FIELDS, StateDecoder, dumps, encode_state, event_from_values, loads
+from .base import CircuitBreaker, StoreError
 
 __all__ = ["RunSummary", "SQLiteStore"]
 
@@ -60,13 +62,17 @@ _EVENT_COLUMNS = ("session", "run", "agent", "call_id", "tool", "level", "action
                   "count", "message", "paired_tool", "timestamp", "type")
 # Event fields without a column of their own (added to LoopEvent later) go to ``extra`` (JSON).
 _EXTRA_FIELDS = tuple(name for name in EVENT_FIELDS if name not in _EVENT_COLUMNS)
+_INT_COLUMNS = frozenset({"count", "timestamp"})
 _SELECT_EVENT = f"SELECT {', '.join(_EVENT_COLUMNS)}, extra FROM events"
+# Every text parameter goes through CAST(? AS TEXT), so _text_param's bytes are stored as text.
+_TEXT = "CAST(? AS TEXT)"
 _INSERT_EVENT = (
     f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}, extra) "
-    f"VALUES ({', '.join('?' for _ in _EVENT_COLUMNS)}, ?)"
+    f"VALUES ({', '.join('?' if c in _INT_COLUMNS else _TEXT for c in _EVENT_COLUMNS)}, {_TEXT})"
 )
+_SELECT_SESSION = f"SELECT state, updated_at FROM sessions WHERE session = {_TEXT}"
 _UPSERT_SESSION = (
-    "INSERT INTO sessions (session, state, updated_at) VALUES (?, ?, ?) "
+    f"INSERT INTO sessions (session, state, updated_at) VALUES ({_TEXT}, ?, ?) "
     "ON CONFLICT (session) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at"
 )
 _RUNS_QUERY = """
@@ -74,7 +80,7 @@ _RUNS_QUERY = """
            SUM(action = 'warn'), SUM(action = 'block'), SUM(action = 'abort'),
            json_group_array(DISTINCT agent), json_group_array(DISTINCT detector), MAX(id) AS last_id
     FROM events
-    WHERE ?1 IS NULL OR session = ?1
+    WHERE ?1 IS NULL OR session = CAST(?1 AS TEXT)
     GROUP BY session, run
     ORDER BY last_id DESC
     LIMIT ?2
@@ -109,6 +115,11 @@ class SQLiteStore:
     expired rows are pruned as the store is used. ``timeout`` is how long a transaction waits
     for another process's write lock before failing. The file is opened lazily and reopened
     after an error, so a store that was unreachable recovers by itself.
+
+    ``cooldown``: after a failure that took a while (a lock wait that timed out), the store is
+    skipped for that many seconds (see :class:`~loopwarden.stores.base.CircuitBreaker`; 0 turns
+    it off). A session row that cannot be decoded is logged once, counted in
+    :attr:`corrupt_states` and replaced by a fresh state.
     """
 
     def __init__(
@@ -118,11 +129,15 @@ class SQLiteStore:
         idle_ttl: float | None = None,
         timeout: float = 10.0,
         clock: Callable[[], float] = time.time,
+        cooldown: float = 5.0,
     ) -> None:
         self.path = Path(path).expanduser()
         self.idle_ttl = idle_ttl
         self.timeout = timeout
         self._clock = clock
+        self._where = f"SQLite store {self.path}"
+        self.breaker = CircuitBreaker(cooldown)
+        self._decode = StateDecoder(self._where)
         # One connection behind a lock: SQLite allows one writer at a time anyway, and a
         # single connection keeps resource use bounded however many threads call in.
         self._lock = threading.Lock()
@@ -130,21 +145,30 @@ class SQLiteStore:
         self._pid = os.getpid()
         self._next_prune = 0.0
 
+    @property
+    def corrupt_states(self) -> int:
+        """Session rows found undecodable (each was replaced by a fresh state)."""
+        return self._decode.corrupt
+
+    @property
+    def failures(self) -> int:
+        """Operations that reached the database and failed."""
+        return self.breaker.failures
+
     # -- the Store protocol ------------------------------------------------------------------
 
     def transact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        key = _text_param(session)
         with self._lock, self._errors():
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 now = self._clock()
                 self._maybe_prune(conn, now)
-                row = conn.execute(
-                    "SELECT state, updated_at FROM sessions WHERE session = ?", (session,)
-                ).fetchone()
-                state = self._decode_row(row, now) or SessionState()
+                row = conn.execute(_SELECT_SESSION, (key,)).fetchone()
+                state = self._decode_row(row, now, session) or SessionState()
                 result = fn(state)
-                conn.execute(_UPSERT_SESSION, (session, encode_state(state), now))
+                conn.execute(_UPSERT_SESSION, (key, encode_state(state), now))
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
@@ -156,10 +180,8 @@ class SQLiteStore:
 
     def load(self, session: str) -> SessionState | None:
         with self._lock, self._errors():
-            row = self._connection().execute(
-                "SELECT state, updated_at FROM sessions WHERE session = ?", (session,)
-            ).fetchone()
-            return self._decode_row(row, self._clock())
+            row = self._connection().execute(_SELECT_SESSION, (_text_param(session),)).fetchone()
+            return self._decode_row(row, self._clock(), session)
 
     def record_events(self, events: Sequence[LoopEvent]) -> None:
         if not events:
@@ -205,7 +227,8 @@ class SQLiteStore:
     def runs(self, session: str | None = None, *, limit: int | None = None) -> list[RunSummary]:
         """Runs that have loop events, oldest first (``limit``: only the newest ``limit``)."""
         with self._lock, self._errors():
-            rows = self._connection().execute(_RUNS_QUERY, (session, _sql_limit(limit))).fetchall()
+            key = None if session is None else _text_param(session)
+            rows = self._connection().execute(_RUNS_QUERY, (key, _sql_limit(limit))).fetchall()
         return [_run_summary(row) for row in reversed(rows)]
 
     def sessions(self) -> list[str]:
@@ -234,12 +257,13 @@ class SQLiteStore:
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except (sqlite3.Error, OSError) as exc:
-            # Reopen on next use: the file may have moved, become writable again, etc.
-            self._drop_connection()
-            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+        with self.breaker.attempt(self._where, (StoreError,)):
+            try:
+                yield
+            except (sqlite3.Error, OSError) as exc:
+                # Reopen on next use: the file may have moved, become writable again, etc.
+                self._drop_connection()
+                raise StoreError(f"{self._where}: {exc}") from exc
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid != os.getpid():
@@ -255,6 +279,7 @@ class SQLiteStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                check_same_thread=False)
+        conn.text_factory = _read_text
         try:
             _init_schema(conn, self.timeout)
         except BaseException:
@@ -268,10 +293,12 @@ class SQLiteStore:
             with suppress(sqlite3.Error):
                 conn.close()
 
-    def _decode_row(self, row: tuple[Any, ...] | None, now: float) -> SessionState | None:
+    def _decode_row(
+        self, row: tuple[Any, ...] | None, now: float, session: str
+    ) -> SessionState | None:
         if row is None or float(row[1]) < self._cutoff(now):
             return None
-        return decode_state(row[0])
+        return self._decode(row[0], session)
 
     def _cutoff(self, now: float) -> float:
         return float("-inf") if self.idle_ttl is None else now - self.idle_ttl
@@ -322,23 +349,43 @@ def _rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
+def _text_param(text: str) -> str | bytes:
+    """``text`` as a parameter for ``CAST(? AS TEXT)``: itself, or — when UTF-8 cannot hold it
+    (a lone surrogate) — its surrogate-preserving bytes, which :func:`_read_text` reverses."""
+    if type(text) is not str or text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+def _read_text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:  # not written by loopwarden: readable beats exact
+        return raw.decode("utf-8", "replace")
+
+
 def _event_row(event: LoopEvent) -> tuple[Any, ...]:
     extra = {name: value for name in _EXTRA_FIELDS
              if (value := getattr(event, name)) not in (None, (), [], {})}
-    encoded = orjson.dumps(extra, option=orjson.OPT_NON_STR_KEYS).decode() if extra else None
-    return (*(getattr(event, c) for c in _EVENT_COLUMNS), encoded)
+    encoded = dumps(extra).decode() if extra else None
+    values = (getattr(event, c) for c in _EVENT_COLUMNS)
+    return (*(_text_param(v) if isinstance(v, str) else v for v in values), encoded)
 
 
 def _row_event(row: tuple[Any, ...]) -> LoopEvent:
     values = dict(zip(_EVENT_COLUMNS, row[:-1], strict=True))
     if row[-1]:
-        values.update(orjson.loads(row[-1]))
+        values.update(loads(row[-1]))
     return event_from_values(values)
 
 
-def _filters(**values: str | None) -> tuple[list[str], list[str]]:
-    clauses = [f"{name} = ?" for name, value in values.items() if value is not None]
-    params = [value for value in values.values() if value is not None]
+def _filters(**values: str | None) -> tuple[list[str], list[str | bytes]]:
+    clauses = [f"{name} = {_TEXT}" for name, value in values.items() if value is not None]
+    params = [_text_param(value) for value in values.values() if value is not None]
     return clauses, params
 
 
@@ -356,5 +403,5 @@ def _run_summary(row: tuple[Any, ...]) -> RunSummary:
 
 
 def _names(json_array: str | None) -> tuple[str, ...]:
-    values = orjson.loads(json_array) if json_array else []
+    values = loads(json_array) if json_array else []
     return tuple(sorted(str(v) for v in values if v is not None))
