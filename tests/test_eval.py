@@ -195,7 +195,7 @@ def test_eval_cli_errors(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "invalid JSON" in result.stderr
     bad.write_text(json.dumps([_label("nowhere.jsonl", "x", False)]))
     result = CliRunner().invoke(_app(), ["eval", str(bad)])
-    assert result.exit_code == 1 and "none of the 1 labelled files" in result.stderr
+    assert result.exit_code == 2 and "none of the 1 labelled files" in result.stderr
 
 
 @pytest.mark.corpus

@@ -185,8 +185,13 @@ def test_folder_walk_skips_non_transcripts_but_named_files_are_reported(tmp_path
     assert [Path(e["path"]).name for e in walked["files"]] == ["loop.jsonl"]
     assert [Path(p).name for p in walked["skipped"]] == ["notes.txt"]
 
-    named = _scan_json(str(notes))["files"][0]
-    assert named["format"] is None and named["calls"] == 0 and named["problems"]
+    # Named explicitly, a non-transcript is reported, not counted; alone, it is an input error.
+    result = _run("scan", "--json", str(notes))
+    assert result.exit_code == 2
+    named = json.loads(result.stdout)
+    assert named["files"] == [] and [Path(p).name for p in named["skipped"]] == ["notes.txt"]
+    assert named["skip_reasons"][0]["reason"] == "not a recognised transcript format"
+    assert "notes.txt" in result.stderr
 
 
 def test_broken_lines_are_reported_and_skipped(tmp_path: Path) -> None:

@@ -1,12 +1,29 @@
-"""The ``loopwarden`` command line: one Typer app, each command family in its own module."""
+"""The ``loopwarden`` command line: one Typer app, each command family in its own module.
+
+Exit codes: 0 nothing found (or no ``--fail-on``), 1 findings at or above ``--fail-on``, 2 usage
+or input errors, and any unexpected crash, which prints one ``error:`` line instead of a
+traceback (``LOOPWARDEN_DEBUG=1`` shows it). 1 is kept for findings so that CI can tell a loop
+from a broken run. ``claude-hook`` is the exception: Claude Code reads 2 from a hook as
+"block the tool call", so its failures stay 1 (non-blocking).
+"""
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import typer
 
 from .cli_config import config_app
+
+# Exit code of a command that failed unexpectedly (a bug or an unforeseen input).
+_CRASH_EXIT_CODE = 2
+_CRASH_EXIT_CODES = {"claude-hook": 1}  # see the module doc
 
 app = typer.Typer(
     name="loopwarden",
@@ -29,8 +46,58 @@ for _name in _COMMAND_MODULES:
     _module.register(app)
 
 
+def _crash_message(command: str, exc: BaseException) -> str:
+    detail = " ".join(str(exc).split()) or "(no message)"
+    text = f"error: loopwarden {command} failed unexpectedly: {type(exc).__name__}: {detail}"
+    # The message may quote undecodable file names; stderr must not fail on them too.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _crashed(command: str, exc: BaseException, code: int) -> NoReturn:
+    if os.environ.get("LOOPWARDEN_DEBUG"):
+        traceback.print_exception(exc, file=sys.stderr)
+    sys.stderr.write(_crash_message(command, exc) + "\n")
+    sys.stderr.flush()
+    raise typer.Exit(code)
+
+
+def _guarded(callback: Callable[..., Any], command: str) -> Callable[..., Any]:
+    """``callback`` with unexpected exceptions turned into one error line and an exit code."""
+    if getattr(callback, "__loopwarden_guarded__", False):
+        return callback
+    code = _CRASH_EXIT_CODES.get(command, _CRASH_EXIT_CODE)
+
+    @functools.wraps(callback)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # deliberate exits and usage errors (BadParameter...) keep their own codes
+        except Exception as exc:
+            _crashed(command, exc, code)
+
+    guarded.__loopwarden_guarded__ = True  # type: ignore[attr-defined]
+    return guarded
+
+
+def _guard_commands(typer_app: typer.Typer, prefix: str = "") -> None:
+    for info in typer_app.registered_commands:
+        if info.callback is not None:
+            name = info.name or info.callback.__name__.replace("_", "-")
+            info.callback = _guarded(info.callback, f"{prefix}{name}")
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _guard_commands(group.typer_instance, f"{prefix}{group.name} ")
+
+
 def main() -> None:
-    app()
+    # Guarded at call time, so that commands added to `app` after import are covered too.
+    _guard_commands(app)
+    try:
+        app()
+    except Exception as exc:  # outside any command (argument parsing): still one line, exit 2
+        sys.stderr.write(_crash_message("(startup)", exc) + "\n")
+        sys.exit(_CRASH_EXIT_CODE)
 
 
 if __name__ == "__main__":

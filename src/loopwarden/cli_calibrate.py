@@ -8,10 +8,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from .calibration import CalibrationError, calibrate, score_run
-from .cli_scan import resolve_config
+from .cli_scan import check_paths_exist, resolve_config
 from .config import PRESETS, ConfigError
+from .report._text import printable
 from .transcripts import ReadProblem, iter_transcript_files, read_transcript
 
 __all__ = ["register"]
@@ -40,21 +42,22 @@ def calibrate_command(
     try:
         base = resolve_config(config_path, agent, preset)
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+        err.print(Text.assemble(("error:", "red"), f" {printable(str(exc))}"))
+        raise typer.Exit(2) from None  # an input error, not a finding
+    check_paths_exist(paths)
     problems: list[ReadProblem] = []
     scores = []
-    for path in iter_transcript_files(paths):
+    for path in iter_transcript_files(paths, on_problem=problems.append):
         calls = list(read_transcript(path, on_problem=problems.append))
         if calls:
             scores.append(score_run(calls, base))
     for problem in problems[:20]:
-        err.print(f"[yellow]skipped[/yellow] {problem.path}:{problem.line or '-'}: {problem.message}",
-                  highlight=False)
+        where = f"{problem.path}:{problem.line or '-'}: {problem.message}"
+        err.print(Text.assemble(("skipped", "yellow"), f" {printable(where)}"))
     try:
         result = calibrate(scores, alpha=alpha, block_alpha=block_alpha, base=base)
     except CalibrationError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(Text.assemble(("error:", "red"), f" {exc}"))
         raise typer.Exit(2) from None
     block = {"tools": {"loopDetection": {**result.config_block(), "preset": base.preset}}}
     if as_json:

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from .events import LoopEvent
 from .stores.base import StoreError
-from .stores.sqlite import RunSummary, SQLiteStore
+from .stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
 
 __all__ = ["default_db_path", "register", "runs"]
 
@@ -46,26 +46,48 @@ def runs(
     ] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List recorded runs and their loop events (warnings, blocks, aborts)."""
+    """List recorded runs and their loop events (warnings, blocks, aborts).
+
+    The file is only read: opened read-only, never created, migrated or switched to WAL.
+    """
     path = db if db is not None else default_db_path()
     problem = _not_a_run_record(path)
     if problem:
         typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(2)
     try:
-        with SQLiteStore(path) as store:
+        with _ReadOnlyStore(path) as store:
             summaries = store.runs(session, limit=limit)
             events = _events_by_run(store, summaries)
     except StoreError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
     if as_json:
         typer.echo(json.dumps(_as_json(path, summaries, events), indent=2))
     else:
         _print_tables(path, summaries, events)
 
 
+class _ReadOnlyStore(SQLiteStore):
+    """A SQLiteStore whose connection is read-only and skips the schema set-up (WAL switch,
+    indexes, ``user_version``): listing must leave the file byte for byte as it was."""
+
+    def _open(self) -> sqlite3.Connection:
+        return sqlite3.connect(_read_only_uri(self.path), uri=True, timeout=self.timeout,
+                               isolation_level=None, check_same_thread=False)
+
+
+def _read_only_uri(path: Path) -> str:
+    return f"{path.resolve().as_uri()}?mode=ro"
+
+
 RunKey = tuple[str, str | None]
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+# Columns `runs` reads from the events table; a table lacking one is someone else's.
+_EVENT_COLUMNS = frozenset({"id", "session", "run", "agent", "call_id", "tool", "level",
+                            "action", "detector", "count", "message", "paired_tool",
+                            "timestamp", "type", "extra"})
 
 
 def _not_a_run_record(path: Path) -> str | None:
@@ -74,17 +96,39 @@ def _not_a_run_record(path: Path) -> str | None:
     if not path.is_file():
         return f"no run record at {path} (use --db or set $LOOPWARDEN_DB)"
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        with path.open("rb") as fh:
+            header = fh.read(100)
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    if not header.startswith(_SQLITE_MAGIC):
+        return f"{path} is not a loopwarden database (not an SQLite file)"
+    version = int.from_bytes(header[60:64], "big")  # PRAGMA user_version, as stored
+    if version != SCHEMA_VERSION and not Path(f"{path}-wal").exists():
+        # Without a write-ahead log the header is the whole truth: refuse without even
+        # connecting (a reader of a WAL-mode file would leave -wal/-shm files behind).
+        return _wrong_version(path, version)
+    try:
+        conn = sqlite3.connect(_read_only_uri(path), uri=True)
         try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = {row[0] for row in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
         finally:
             conn.close()
     except sqlite3.Error as exc:
         return f"cannot read {path}: {exc}"
-    if not {"events", "sessions"} <= tables:
-        return f"{path} is not a loopwarden database (no events table)"
+    if not {"events", "sessions"} <= tables or not columns >= _EVENT_COLUMNS:
+        return f"{path} is not a loopwarden database (no loopwarden events table)"
+    if version != SCHEMA_VERSION:
+        return _wrong_version(path, version)
     return None
+
+
+def _wrong_version(path: Path, version: int) -> str:
+    newer = " (a newer loopwarden's?)" if version > SCHEMA_VERSION else ""
+    return (f"{path} is not a loopwarden database{newer}: its user_version is {version}, "
+            f"loopwarden's is {SCHEMA_VERSION}")
 
 
 def _events_by_run(

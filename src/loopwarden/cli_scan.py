@@ -6,10 +6,10 @@ extra.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -35,13 +35,14 @@ from .evaluation import (
     load_labels,
     markdown_table,
 )
+from .report._text import json_text, printable
 from .report.scan import FileScan, scan_file
-from .transcripts import FORMATS, iter_transcript_files
+from .transcripts import FORMATS, ReadProblem, iter_transcript_files
 
 if TYPE_CHECKING:
     from .report.html import HtmlReport
 
-__all__ = ["register", "resolve_config"]
+__all__ = ["check_paths_exist", "register", "resolve_config"]
 
 #: Below this many files a progress bar would only flicker.
 PROGRESS_MIN_FILES = 10
@@ -121,12 +122,30 @@ def _stderr() -> Console:
 
 
 def _note(message: str) -> None:
-    _stderr().print(Text(f"note: {message}", style="yellow"), soft_wrap=True)
+    _stderr().print(Text(f"note: {printable(message)}", style="yellow"), soft_wrap=True)
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
-    _stderr().print(Text(f"error: {message}", style="red"), soft_wrap=True)
+    _stderr().print(Text(f"error: {printable(message)}", style="red"), soft_wrap=True)
     raise typer.Exit(code)
+
+
+def check_paths_exist(paths: Sequence[Path]) -> None:
+    """Exit 2 naming every path that does not exist: a typo must not pass as "no loops"."""
+    missing = [path for path in paths if _missing(path.expanduser())]
+    if missing:
+        names = ", ".join(str(path) for path in missing)
+        _fail(f"no such file or folder: {names}")
+
+
+def _missing(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True  # a dangling link too
+    except OSError:
+        return False  # there but unreadable: reading it says so
+    return False
 
 
 @contextmanager
@@ -164,19 +183,34 @@ def scan(
                           help="never | warn | block: exit 1 when a transcript has a finding/block.")
     ] = "never",
 ) -> None:
-    """Replay transcripts through the loop guard and show where it would warn or block."""
+    """Replay transcripts through the loop guard and show where it would warn or block.
+
+    Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or input
+    errors (a missing path, a bad config, no argument that could be scanned).
+    """
     config = _config_or_exit(config_path, agent, preset)
+    check_paths_exist(paths)
     report = _html_report(config) if html is not None else None
-    scans, skipped = _scan_all(paths, config, format, report)
+    outcome = _scan_all(paths, config, format, report)
     if report is not None and html is not None:
-        report.write(html)
-        _stderr().print(Text(f"wrote {html}"), soft_wrap=True)
+        _write_html(report, html)
     if as_json:
-        typer.echo(json.dumps(_scan_json(scans, skipped, config), ensure_ascii=False, indent=2))
+        typer.echo(json_text(_scan_json(outcome.scans, outcome.skipped, config), indent=2))
+        _print_skipped([skip for skip in outcome.skipped if _loud(skip)], summary=False)
     else:
-        _print_scan(scans, skipped)
-    if _failed(scans, fail_on):
+        _print_scan(outcome.scans, outcome.skipped)
+    if outcome.nothing_usable:
+        _fail("nothing to scan: no argument is a transcript or a folder that can be listed")
+    if _failed(outcome.scans, fail_on):
         raise typer.Exit(1)
+
+
+def _write_html(report: HtmlReport, path: Path) -> None:
+    try:
+        report.write(path)
+    except OSError as exc:
+        _fail(f"cannot write the HTML report to {path}: {exc.strerror or exc}")
+    _stderr().print(Text(f"wrote {printable(str(path))}"), soft_wrap=True)
 
 
 def _html_report(config: LoopDetectionConfig) -> HtmlReport:
@@ -187,24 +221,64 @@ def _html_report(config: LoopDetectionConfig) -> HtmlReport:
     return HtmlReport(settings=_settings(config))
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A path that was not scanned, and why (from ``scan``'s point of view)."""
+
+    path: str
+    reason: str
+    explicit: bool  # named on the command line, not found by walking a folder
+
+
+# Reasons a file found in a folder is passed over without a note of its own: folders hold
+# READMEs and configs next to transcripts.
+_QUIET_REASONS = frozenset({"not a recognised transcript format", "empty file"})
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOutcome:
+    scans: list[FileScan]
+    skipped: list[Skipped]
+    nothing_usable: bool  # no argument was a folder that could be listed or a transcript
+
+
 def _scan_all(paths: Sequence[Path], config: LoopDetectionConfig, format: str,
-              report: HtmlReport | None) -> tuple[list[FileScan], list[str]]:
+              report: HtmlReport | None) -> ScanOutcome:
     """Scan file by file; only each file's summary outlives its scan (bounded memory)."""
-    named = {path.expanduser().resolve() for path in paths if not path.is_dir()}
-    files = list(iter_transcript_files(paths))
+    folders = [path for path in paths if os.path.isdir(path.expanduser())]
+    named = {_real(path) for path in paths if path not in folders}
+    skipped: list[Skipped] = []
+    listable = [folder for folder in folders if _listable(folder, skipped)]
+    walked: list[ReadProblem] = []
+    files = list(iter_transcript_files([p for p in paths if p not in folders or p in listable],
+                                       on_problem=walked.append))
+    skipped.extend(Skipped(problem.path, problem.message, False) for problem in walked)
     scans: list[FileScan] = []
-    skipped: list[str] = []
     with _progress(len(files), "scanning") as advance:
         for path in files:
             result = scan_file(path, config, format=format)
             advance(path.name)
-            if result.format is None and path.resolve() not in named:
-                skipped.append(str(path))  # found by walking a folder, and not a transcript
+            if result.format is None:
+                reason = result.problems[0].message if result.problems else "not read"
+                skipped.append(Skipped(str(path), reason, _real(path) in named))
                 continue
             if report is not None:
                 report.add(result)
             scans.append(result.without_trace())
-    return scans, skipped
+    return ScanOutcome(scans, skipped, nothing_usable=not listable and not scans)
+
+
+def _real(path: Path) -> str:
+    return os.path.realpath(path.expanduser())  # unlike Path.resolve, never raises (loops)
+
+
+def _listable(folder: Path, skipped: list[Skipped]) -> bool:
+    try:
+        with os.scandir(folder.expanduser()):
+            return True
+    except OSError as exc:
+        skipped.append(Skipped(str(folder), f"cannot list folder: {exc.strerror or exc}", True))
+        return False
 
 
 def _failed(scans: Sequence[FileScan], fail_on: str) -> bool:
@@ -213,11 +287,13 @@ def _failed(scans: Sequence[FileScan], fail_on: str) -> bool:
     return fail_on == "warn" and any(scan.findings for scan in scans)
 
 
-def _scan_json(scans: Sequence[FileScan], skipped: Sequence[str],
+def _scan_json(scans: Sequence[FileScan], skipped: Sequence[Skipped],
                config: LoopDetectionConfig) -> dict[str, Any]:
     return {
         "files": [scan.to_json() for scan in scans],
-        "skipped": list(skipped),
+        "skipped": [skip.path for skip in skipped],
+        "skip_reasons": [{"path": skip.path, "reason": skip.reason, "explicit": skip.explicit}
+                         for skip in skipped],
         "config": _settings(config),
         "totals": _totals(scans),
     }
@@ -250,11 +326,12 @@ def _display_path(path: str, root: str | None) -> str:
     return os.path.relpath(os.path.abspath(path), root)
 
 
-def _print_scan(scans: Sequence[FileScan], skipped: Sequence[str]) -> None:
+def _print_scan(scans: Sequence[FileScan], skipped: Sequence[Skipped]) -> None:
     console = Console()
     root = _common_root(scans)
     shown_root = os.path.relpath(root) if root is not None else ""
-    table = Table(title=f"loopwarden scan: {shown_root}" if root else "loopwarden scan",
+    table = Table(title=Text(printable(f"loopwarden scan: {shown_root}" if root
+                                       else "loopwarden scan")),
                   title_justify="left", caption=_CAPTION, caption_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     wide = console.width >= _WIDE
@@ -265,7 +342,8 @@ def _print_scan(scans: Sequence[FileScan], skipped: Sequence[str]) -> None:
     for scan in scans:
         style = "red" if scan.first("block") else ("yellow" if scan.findings else "")
         detectors = Text(" ".join(sorted({f.detector for f in scan.findings})))
-        cells: list[Text | str] = [Text(_display_path(scan.path, root)), Text(scan.format or "?"), str(scan.calls),
+        cells: list[Text | str] = [Text(printable(_display_path(scan.path, root))),
+                 Text(scan.format or "?"), str(scan.calls),
                  str(len(scan.findings)), _call_number(scan, "warn"),
                  _call_number(scan, "block"), detectors, str(scan.loop_calls),
                  f"{scan.loop_chars:,}"]
@@ -297,14 +375,30 @@ def _call_number(scan: FileScan, action: str) -> str:
     return "" if finding is None else f"#{finding.index}"
 
 
-def _print_problems(scans: Sequence[FileScan], skipped: Sequence[str]) -> None:
+def _print_problems(scans: Sequence[FileScan], skipped: Sequence[Skipped]) -> None:
     problems = [problem for scan in scans for problem in scan.problems]
     for problem in problems[:10]:
         _note(str(problem))
     if len(problems) > 10:
         _note(f"{len(problems) - 10} more read problems (see --json)")
-    if skipped:
-        _note(f"skipped {len(skipped)} files that are not recognised transcripts")
+    _print_skipped(skipped)
+
+
+def _loud(skip: Skipped) -> bool:
+    """Worth a note of its own: named on the command line, or a special or unreadable file."""
+    return skip.explicit or skip.reason not in _QUIET_REASONS
+
+
+def _print_skipped(skipped: Sequence[Skipped], *, summary: bool = True) -> None:
+    """One note per skipped path that deserves one; a count for the ordinary non-transcripts."""
+    loud = [skip for skip in skipped if _loud(skip)]
+    for skip in loud[:10]:
+        _note(f"skipped {skip.path}: {skip.reason}")
+    if len(loud) > 10:
+        _note(f"skipped {len(loud) - 10} more files" + (" (see --json)" if summary else ""))
+    quiet = len(skipped) - len(loud)
+    if quiet and summary:
+        _note(f"skipped {quiet} files that are not recognised transcripts")
 
 
 # -- eval ----------------------------------------------------------------------------------------
@@ -341,13 +435,13 @@ def eval_(
     with _progress(len(entries), "evaluating") as advance:
         report = evaluate(entries, base, config, on_scanned=lambda label, _: advance(label.file))
     if not report.outcomes:
-        _fail(f"none of the {len(entries)} labelled files was found under {base}", 1)
+        _fail(f"none of the {len(entries)} labelled files was found under {base}")
     if as_json:
         data = {"labels": str(labels), "root": str(base), "config": _settings(config),
                 **report.to_json()}
         if by is not None:
             data.update(_grouped_json(report, by))
-        typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        typer.echo(json_text(data, indent=2))
     elif markdown:
         typer.echo(markdown_table(report.summary))
         if by is not None:
@@ -391,7 +485,7 @@ def _metrics_table(title: str, groups: Sequence[tuple[str, GroupMetrics]]) -> Ta
                  "false blocks"):
         table.add_column(name, justify="right")
     for name, m in groups:
-        table.add_row(name, str(m.transcripts), fraction(m.detected, m.loops),
+        table.add_row(Text(printable(name)), str(m.transcripts), fraction(m.detected, m.loops),
                       fraction(m.timely, m.loops), fraction(m.blocked, m.loops),
                       fraction(m.false_warnings, m.healthy), fraction(m.false_blocks, m.healthy))
     return table
@@ -408,8 +502,9 @@ def _print_eval(report: EvalReport, config: LoopDetectionConfig) -> None:
     alarms = [o for o in report.outcomes if o.false_warning]
     for outcome in alarms:
         level = "block" if outcome.false_block else "warning"
-        console.print(Text(f"false {level}: {outcome.file} (first at #{outcome.first_finding}, "
-                           f"{', '.join(outcome.detectors)})"), soft_wrap=True)
+        console.print(Text(printable(f"false {level}: {outcome.file} (first at "
+                                     f"#{outcome.first_finding}, {', '.join(outcome.detectors)})")),
+                      soft_wrap=True)
     if report.missing:
         _note(f"{len(report.missing)} labelled files not found, left out: "
               + ", ".join(report.missing[:5]))
@@ -422,7 +517,7 @@ def _loops_table(report: EvalReport) -> Table:
         table.add_column(name, overflow="fold")
     for o in (o for o in report.outcomes if o.loop):
         verdict = "timely" if o.timely else ("late" if o.detected else "missed")
-        table.add_row(Text(o.file), o.type or "", f"{o.loop_start}–{o.loop_end}", str(o.warn_by),
+        table.add_row(Text(printable(o.file)), Text(printable(o.type or "")), f"{o.loop_start}–{o.loop_end}", str(o.warn_by),
                       "" if o.first_in_loop is None else str(o.first_in_loop),
                       ", ".join(o.detectors), verdict,
                       style={"timely": "green", "late": "yellow"}.get(verdict, "red"))

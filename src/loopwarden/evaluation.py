@@ -35,6 +35,7 @@ from .config import LoopDetectionConfig
 from .errors import LoopwardenError
 from .findings import Finding
 from .report.scan import FileScan, scan_file
+from .transcripts._common import not_regular_reason
 
 __all__ = [
     "GROUPINGS",
@@ -81,7 +82,10 @@ class Label:
 
 
 def load_labels(path: str | Path) -> list[Label]:
-    """Read and validate a labels file."""
+    """Read and validate a labels file (a FIFO or device is refused, never opened)."""
+    reason = not_regular_reason(Path(path))
+    if reason is not None:
+        raise LabelError(f"{path}: cannot read labels ({reason})")
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

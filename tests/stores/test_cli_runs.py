@@ -110,7 +110,7 @@ def test_default_path_is_in_the_home_directory(
     monkeypatch.setenv("HOME", str(tmp_path))
     assert default_db_path() == tmp_path / ".loopwarden" / "loopwarden.db"
     result = runner.invoke(make_app(), ["runs"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "no run record" in result.stderr
     assert not (tmp_path / ".loopwarden").exists()  # listing never creates a database
 
@@ -128,7 +128,7 @@ def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("just text, not SQLite " * 100)
     result = runner.invoke(make_app(), ["runs", "--db", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "error:" in result.stderr
 
 
@@ -139,7 +139,7 @@ def test_another_applications_database_is_left_alone(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     result = runner.invoke(make_app(), ["runs", "--db", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "not a loopwarden database" in result.stderr
     conn = sqlite3.connect(path)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -285,32 +285,56 @@ def test_claude_hook_survives_a_corrupt_session_row(tmp_path: Path) -> None:
 # -- 12. learning keeps digests, never whole results --------------------------------------------
 
 
+def _reference_volatile_change(old: str, new: str) -> str | None:
+    """The early preset's rule on whole texts: only ids/nonces and measurements may be learned."""
+    numbers = re.compile(r"\d+(?:[.,]\d+)?")
+    measured = re.compile(r"(\d+(?:[.,]\d+)?)\s?(%|[kmgtp]i?b\b|b\b|[kmg]\b)?", re.IGNORECASE)
+    token = re.compile(r"(?=[^\s]*\d)[\w.:+/=#-]{1,128}")
+    if numbers.sub("#", old) == numbers.sub("#", new):
+        changed = [(a, b) for a, b in zip(measured.findall(old), measured.findall(new),
+                                          strict=False) if a != b]
+        if changed and all(ua and ub for (_, ua), (_, ub) in changed):
+            return "digits"
+        return None
+    if token.fullmatch(old.strip()) and token.fullmatch(new.strip()):
+        return "whole"
+    return None
+
+
 def _reference_learn(learned: dict[str, Any], tool: str, key: str,
                      leaves: dict[str, str]) -> tuple[str, ...]:
     """Learning as it was when whole results were kept (the behaviour digests must match)."""
-    numbers = re.compile(r"\d+(?:[.,]\d+)?")
     last = learned.setdefault("last", {})
     previous = last.pop(key, None)
     last[key] = leaves
     while len(last) > 32:
         del last[next(iter(last))]
     volatile = learned.setdefault("volatile", {})
+    text_scope = f"{tool}|{key.rsplit('|', 1)[-1]}" if leaves.keys() == {"$"} else None
     known = set(volatile.get(tool, ()))
+    if text_scope is not None:
+        known.update(volatile.get(text_scope, ()))
     if previous is None or previous.keys() != leaves.keys():
         return tuple(sorted(known))
     differing = [p for p in leaves if previous[p] != leaves[p] and p not in known
                  and f"{p}{DIGITS}" not in known]
     if not differing or len(differing) > MAX_DIFFERING:
         return tuple(sorted(known))
-    scores = learned.setdefault("scores", {}).setdefault(tool, {})
+    scope = text_scope or tool
+    scores = learned.setdefault("scores", {}).setdefault(scope, {})
+    own = set(volatile.get(scope, ()))
     for path in differing:
-        same = numbers.sub("#", previous[path]) == numbers.sub("#", leaves[path])
-        marker = f"{path}{DIGITS}" if same else path
+        change = _reference_volatile_change(previous[path], leaves[path])
+        if change is None:
+            continue
+        marker = f"{path}{DIGITS}" if change == "digits" else path
         scores[marker] = scores.get(marker, 0) + 1
         if scores[marker] >= LEARN_AFTER:
             known.add(marker)
-    volatile[tool] = sorted(known)
-    return tuple(volatile[tool])
+            own.add(marker)
+    if own:
+        volatile[scope] = sorted(own)
+    return tuple(sorted(known))
 
 
 def _random_result(rng: random.Random) -> Any:
@@ -367,7 +391,7 @@ def test_huge_keys_are_bounded_in_learned_paths() -> None:
     for i in range(8):
         guard.before_tool_call("probe", {}, session="s", call_id=f"c{i}")
         guard.after_tool_call("probe", {}, session="s", call_id=f"c{i}",
-                              result={key: f"tick {i}", "state": "waiting"})
+                              result={key: f"load {i}%", "state": "waiting"})
     state = guard.store.load("s")
     assert state is not None
     (learned,) = state.learned["volatile"]["probe"]
@@ -377,11 +401,11 @@ def test_huge_keys_are_bounded_in_learned_paths() -> None:
 
 def test_a_state_written_with_whole_results_keeps_learning() -> None:
     learned: dict[str, Any] = {"last": {"run|h": {"$.cpu": "cpu 0.3%", "$.state": "up"}}}
-    assert learn(learned, "status", "run|h", {"$.cpu": "cpu 0.5%", "$.state": "up"}) == ()
+    # The old whole result is compared with: one observation learns (LEARN_AFTER = 1).
+    assert learn(learned, "status", "run|h", {"$.cpu": "cpu 0.5%", "$.state": "up"}) == (
+        "$.cpu#digits",)
     assert "last" not in learned  # converted to digests
     assert learned["scores"] == {"status": {"$.cpu#digits": 1}}
-    assert learn(learned, "status", "run|h", {"$.cpu": "cpu 0.7%", "$.state": "up"}) == (
-        "$.cpu#digits",)
 
 
 # -- 13. post-compaction guards go with their runs ----------------------------------------------

@@ -18,6 +18,7 @@ from html import escape
 from pathlib import Path
 
 from .. import __version__
+from ._text import printable
 from .scan import FileScan
 from .timeline import timeline_png
 
@@ -79,7 +80,8 @@ class HtmlReport:
             *(_file_section(number, entry) for number, entry in enumerate(self._entries)),
             "</body></html>",
         ]
-        return "\n".join(parts)
+        # Transcripts and file names may carry lone surrogates, which UTF-8 cannot encode.
+        return printable("\n".join(parts))
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text(self.render(), encoding="utf-8")

@@ -29,6 +29,7 @@ from ..config import LoopDetectionConfig
 from ..findings import Finding, replay
 from ..fingerprint import args_hash
 from ..transcripts import ReadProblem, detect_format, read_transcript
+from ..transcripts._common import not_regular_reason
 from ..types import MISSING, ToolCall
 
 __all__ = [
@@ -248,9 +249,19 @@ def scan_file(
     profiles: object = None,
     format: str = "auto",
 ) -> FileScan:
-    """Replay one transcript through the guard, streaming; never raises for a bad file."""
+    """Replay one transcript through the guard, streaming; never raises for a bad file.
+
+    Anything but a regular file (a FIFO, a device, a dangling link) is not opened: its scan
+    has no format and one problem saying what it is.
+    """
     path = Path(path)
     problems: list[ReadProblem] = []
+    reason = not_regular_reason(path)
+    if reason is not None:
+        problems.append(ReadProblem(str(path), None, reason))
+        return FileScan(path=str(path), format=None, calls=0, findings=[], spans=[],
+                        loop_calls=0, loop_chars=0, output_chars=0, problems=problems,
+                        trace=CallTrace())
     name = detect_format(path) if format == "auto" else format
     trace = CallTrace()
     calls = read_transcript(path, name or "auto", on_problem=problems.append)

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ._text import printable
 from .scan import CallTrace, FileScan
 
 __all__ = ["MAX_TOOL_ROWS", "timeline_figure", "timeline_png", "timeline_svg"]
@@ -47,15 +48,21 @@ def timeline_figure(scan: FileScan, *, title: str | None = None) -> Figure:
     _draw_run_boundaries(axes, trace.runs)
     _draw_calls(axes, trace, rows)
     _draw_findings(axes, scan, trace, rows)
-    axes.set_yticks(range(len(rows)), labels=rows, fontsize=8)
+    axes.set_yticks(range(len(rows)), labels=[_label(row) for row in rows], fontsize=8)
     axes.set_ylim(-0.8, len(rows) - 0.2)
     axes.set_xlim(-1, max(len(trace), 1))
     axes.set_xlabel("call # (transcript order)", fontsize=8)
     axes.tick_params(axis="x", labelsize=8)
     axes.grid(axis="x", alpha=0.25)
-    axes.set_title(title if title is not None else scan.path, fontsize=9, loc="left")
+    axes.set_title(_label(title if title is not None else scan.path), fontsize=9, loc="left")
     _legend(axes, scan)
     return figure
+
+
+def _label(text: str) -> str:
+    """Text matplotlib draws as is: no lone surrogates (the font renderer refuses them) and
+    no ``$`` (which would start mathtext, and fail on a name like ``$\\x``)."""
+    return printable(text).replace("$", r"\$")
 
 
 def _set_margins(figure: Figure, rows: Sequence[str]) -> None:

@@ -16,6 +16,7 @@ reader module documents how it maps its format's results, errors and runs.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -35,6 +36,8 @@ from loopwarden.transcripts._common import (
     ReadProblem,
     Reporter,
     content_text,
+    not_regular_reason,
+    open_regular,
 )
 from loopwarden.transcripts._detect import detect_format
 from loopwarden.types import ToolCall
@@ -47,6 +50,8 @@ __all__ = [
     "iter_transcript_files",
     "read_transcript",
 ]
+
+logger = logging.getLogger("loopwarden.transcripts")
 
 _Reader = Callable[[Path, Reporter], Iterator[ToolCall]]
 
@@ -129,41 +134,52 @@ def _read_guarded(path: Path, format: str, report: Reporter) -> Iterator[ToolCal
 
 
 def _readable(path: Path, report: Reporter) -> bool:
-    if not path.exists():
-        report(None, "no such file")
+    reason = not_regular_reason(path)  # FIFOs and devices are never opened
+    if reason is not None:
+        report(None, reason)
         return False
-    if not path.is_file():
-        report(None, "not a regular file")
-        return False
-    with path.open("rb"):
+    with open_regular(path):
         pass  # raises OSError (permissions) before any reader runs
     return True
 
 
-def iter_transcript_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+def iter_transcript_files(
+    paths: Iterable[str | Path], *, on_problem: ProblemCallback | None = None
+) -> Iterator[Path]:
     """Expand files and folders into candidate transcript files.
 
     Folders are walked recursively in sorted order, skipping hidden files and folders (except
     agent session homes such as ``.openclaw`` and ``.claude``) and files that are obviously not
     transcripts (images, archives, binaries). Files named explicitly are always yielded, even
-    when missing, so that reading them reports the problem. Whether a file really is a
-    transcript is decided from its content: :func:`detect_format` returns None for the rest.
-    Each file is yielded once.
+    when missing, so that reading them reports the problem; so are FIFOs, sockets, devices and
+    dangling links found in a folder, which reading reports without opening them. Whether a
+    file really is a transcript is decided from its content: :func:`detect_format` returns None
+    for the rest. Each file is yielded once. A folder that cannot be listed is reported to
+    ``on_problem`` (or logged when it is None) and passed over.
     """
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for given in paths:
         root = Path(given).expanduser()
-        found = _walk(root) if root.is_dir() else iter((root,))
+        # os.path.isdir and realpath never raise (permissions, link loops); reading reports.
+        found = _walk(root, on_problem) if os.path.isdir(root) else iter((root,))
         for path in found:
-            key = path.resolve()
+            key = os.path.realpath(path)
             if key not in seen:
                 seen.add(key)
                 yield path
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path, on_problem: ProblemCallback | None) -> Iterator[Path]:
+    def unlisted(exc: OSError) -> None:
+        folder = os.fsdecode(exc.filename if exc.filename is not None else root)
+        problem = ReadProblem(folder, None, f"cannot list folder: {exc.strerror or exc}")
+        if on_problem is None:
+            logger.warning("%s", problem)
+        else:
+            on_problem(problem)
+
     files: list[Path] = []
-    for folder, dirnames, filenames in os.walk(root):
+    for folder, dirnames, filenames in os.walk(root, onerror=unlisted):
         dirnames[:] = [name for name in dirnames if _visible_dir(name)]
         base = Path(folder)
         files.extend(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -18,6 +20,7 @@ from ..errors import LoopwardenError
 
 __all__ = [
     "CallQueue",
+    "NotRegularFileError",
     "ProblemCallback",
     "ReadProblem",
     "Reporter",
@@ -25,6 +28,8 @@ __all__ = [
     "first_line_is_object",
     "iter_json_lines",
     "load_json_document",
+    "not_regular_reason",
+    "open_regular",
     "parse_json_args",
 ]
 
@@ -35,6 +40,59 @@ logger = logging.getLogger("loopwarden.transcripts")
 MAX_PROBLEMS_PER_FILE = 50
 
 _BOM = b"\xef\xbb\xbf"
+# Blank for our purposes: whitespace, and NUL bytes (space preallocated but never written,
+# or left by a crash mid-write).
+_BLANK = b" \t\r\n\x00"
+_NUL = b"\x00"
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+class NotRegularFileError(OSError):
+    """Raised by :func:`open_regular` for anything that is not a regular file."""
+
+
+def not_regular_reason(path: Path) -> str | None:
+    """Why ``path`` must not be read as a transcript, or None for a regular file.
+
+    Decided from ``stat`` alone, without opening: opening a FIFO blocks until a writer
+    appears, and opening a device can have effects of its own.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "dangling symbolic link" if os.path.islink(path) else "no such file"
+    except OSError as exc:
+        return f"cannot read file: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "a special file")
+    return f"not a regular file: {kind}"
+
+
+def open_regular(path: Path) -> IO[bytes]:
+    """Open a regular file for binary reading; :class:`NotRegularFileError` for anything else.
+
+    The check comes before the open (see :func:`not_regular_reason`), and the open itself is
+    non-blocking and re-checked, so a file swapped for a FIFO in between cannot hang a scan.
+    """
+    reason = not_regular_reason(path)
+    if reason is not None:
+        raise NotRegularFileError(reason)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError("not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +175,7 @@ def _describe(exc: Exception) -> str:
 def iter_json_lines(path: Path, report: Reporter) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each JSON object line; report and skip the others."""
     loads = orjson.loads
-    with path.open("rb") as fh:
+    with open_regular(path) as fh:
         for lineno, raw in enumerate(fh, 1):
             try:
                 obj = loads(raw)  # the hot path: one C call per line
@@ -140,21 +198,44 @@ def _slow_line(raw: bytes, lineno: int, report: Reporter) -> Any:
     try:
         return _loads(raw)
     except (ValueError, RecursionError) as exc:
-        report(lineno, _describe(exc))
+        report(lineno, _damage(raw) or _describe(exc))
         return None
+
+
+def _damage(raw: bytes) -> str | None:
+    """What is physically wrong with a line, when it is more than a JSON syntax error."""
+    if _NUL in raw:
+        if not raw.strip(_BLANK):
+            return f"{raw.count(_NUL)} NUL bytes (space never written, e.g. after a crash)"
+        return "NUL bytes in the line (cut short by a crash?)"
+    return None
+
+
+def _undamaged(raw: bytes) -> bool:
+    """False for a line with NUL bytes or invalid UTF-8: it says nothing about the format."""
+    if _NUL in raw:
+        return False
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def first_line_is_object(path: Path) -> bool:
     """True for JSONL-style files: the first non-blank line alone is a JSON object.
 
     A pretty-printed document starts with a bare ``[`` or ``{`` line and answers False.
+    Damaged lines (NUL bytes, invalid UTF-8) are passed over: the next line decides.
     """
-    with path.open("rb") as fh:
+    with open_regular(path) as fh:
         for raw in fh:
-            if raw.strip():
-                try:
-                    return type(orjson.loads(raw)) is dict
-                except orjson.JSONDecodeError:
+            if not raw.strip(_BLANK):
+                continue
+            try:
+                return type(_loads(raw)) is dict
+            except (ValueError, RecursionError):
+                if _undamaged(raw):
                     return False
     return False
 
@@ -162,11 +243,17 @@ def first_line_is_object(path: Path) -> bool:
 def load_json_document(path: Path, report: Reporter) -> Any:
     """Parse a whole-file JSON document; report and return MISSING when it is not one.
 
-    An empty file is an empty transcript, not a broken one: MISSING without a problem.
+    An empty file is an empty transcript, not a broken one: MISSING without a problem. A tail
+    of NUL bytes (a crash, a preallocated file) is cut off and invalid UTF-8 bytes become
+    U+FFFD, each reported, so that the rest of the document is still read.
     """
-    data = path.read_bytes()
+    with open_regular(path) as fh:
+        data = fh.read()
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
+    if not data.strip():
+        return MISSING
+    data = _salvage(data, report)
     if not data.strip():
         return MISSING
     try:
@@ -175,6 +262,24 @@ def load_json_document(path: Path, report: Reporter) -> Any:
         line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
         report(line, _describe(exc))
         return MISSING
+
+
+def _salvage(data: bytes, report: Reporter) -> bytes:
+    """The readable part of a damaged document (unchanged when nothing is damaged)."""
+    body = data.rstrip(_BLANK)
+    if len(body) < len(data.rstrip()):
+        start = data.index(_NUL, len(body))
+        report(data.count(b"\n", 0, start) + 1,
+               f"{data.count(_NUL, start)} NUL bytes at the end ignored "
+               "(space never written, e.g. after a crash)")
+        data = body
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        report(data.count(b"\n", 0, exc.start) + 1,
+               "invalid UTF-8 bytes replaced with U+FFFD")
+        data = data.decode("utf-8", errors="replace").encode("utf-8")
+    return data
 
 
 def parse_json_args(raw: Any) -> Any:

@@ -30,6 +30,7 @@ from loopwarden.transcripts import (
     openhands,
     swe_agent,
 )
+from loopwarden.transcripts._common import not_regular_reason, open_regular
 
 __all__ = ["HEAD_BYTES", "detect_format"]
 
@@ -60,13 +61,23 @@ _DOCUMENT_SNIFFERS: tuple[tuple[str, Callable[[Any], bool]], ...] = (
 _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]|"', re.DOTALL)
 _CLOSERS = {"[": "]", "{": "}"}
 _UNDECODABLE = re.compile("[\udc80-\udcff]")
+# NUL runs that fill a line or end the data: space preallocated but never written, or the
+# tail a crash left. They say nothing about the format, unlike NULs inside binary data.
+_UNWRITTEN = re.compile(rb"(?:^|(?<=\n))\x00+(?=\n|$)|\x00+$")
+_DAMAGE_ALLOWANCE = 8
+_DAMAGED = re.compile("[\x00\udc80-\udcff]")
 
 
 def detect_format(path: str | Path) -> str | None:
-    """The format name of the transcript at ``path`` (see ``FORMATS``), or None."""
+    """The format name of the transcript at ``path`` (see ``FORMATS``), or None.
+
+    Only regular files are opened: a FIFO, socket or device is None at once.
+    """
     path = Path(path)
+    if not_regular_reason(path) is not None:
+        return None
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             head = fh.read(HEAD_BYTES)
             whole = not fh.read(1)
         text = _decode(head)
@@ -87,8 +98,11 @@ def _decode(head: bytes) -> str | None:
     """The head as text, or None for binary data.
 
     A few NUL or undecodable bytes (a cut multi-byte character, one line corrupted by a crash)
-    do not make a transcript binary; NULs at the very start or a high share of them do.
+    do not make a transcript binary, nor do whole lines of NULs (a crash's unwritten tail,
+    which is left out); other NULs at the very start or a high share of them do.
     """
+    if b"\x00" in head:
+        head = _UNWRITTEN.sub(b"", head)
     if b"\x00" in head[:1024]:
         return None
     try:
@@ -99,7 +113,8 @@ def _decode(head: bytes) -> str | None:
         # never produces (unlike U+FFFD, which real tool output does contain).
         text = head.decode("utf-8", errors="surrogateescape")
         undecodable = len(_UNDECODABLE.findall(text))
-    if undecodable + text.count("\x00") > len(text) // 100 + 1:
+    # A small allowance on top of the 1% share, so that a short file survives one bad run.
+    if undecodable + text.count("\x00") > len(text) // 100 + _DAMAGE_ALLOWANCE:
         return None
     return text
 
@@ -107,7 +122,7 @@ def _decode(head: bytes) -> str | None:
 def _from_head(text: str, whole: bool) -> str | None:
     if claude_code_md.sniff(text[:4096]):
         return "claude-code-md"
-    body = text.lstrip("\ufeff \t\r\n")
+    body = _past_damaged_lines(text.lstrip("\ufeff \t\r\n"))
     if not body.startswith(("{", "[")):
         return None
     records = _leading_records(body, whole)
@@ -123,8 +138,22 @@ def _from_head(text: str, whole: bool) -> str | None:
     return None if prefix is None else _classify_text(prefix)
 
 
+def _past_damaged_lines(body: str) -> str:
+    """``body`` without leading lines of junk bytes (which the JSONL readers skip too)."""
+    while not body.startswith(("{", "[")):
+        line, newline, rest = body.partition("\n")
+        if not newline or not _DAMAGED.search(line):
+            break
+        body = rest.lstrip("\ufeff \t\r\n")
+    return body
+
+
 def _leading_records(body: str, whole: bool) -> Iterator[dict[str, Any]]:
-    """The first lines that are complete JSON objects (none unless the file is JSONL-like)."""
+    """The first lines that are complete JSON objects (none unless the file is JSONL-like).
+
+    Damaged lines (undecodable bytes, NULs) are passed over, as the readers report and skip
+    them; any other line that is not a JSON object ends the records.
+    """
     lines = body.split("\n", _MAX_LINES * 4)
     if not whole or len(lines) > _MAX_LINES * 4:
         lines.pop()  # may be cut short, or is the unsplit rest
@@ -133,8 +162,10 @@ def _leading_records(body: str, whole: bool) -> Iterator[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            value = _loads_line(line)
+        except (ValueError, RecursionError):
+            if _DAMAGED.search(line):
+                continue
             return
         if not isinstance(value, dict):
             return
@@ -142,6 +173,14 @@ def _leading_records(body: str, whole: bool) -> Iterator[dict[str, Any]]:
         count += 1
         if count >= _MAX_LINES:
             return
+
+
+def _loads_line(line: str) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        # What the readers accept too: NaN, and escapes of lone surrogates ("\\ud83d").
+        return json.loads(line)
 
 
 def _classify_records(records: Iterable[dict[str, Any]]) -> str | None:
@@ -204,7 +243,7 @@ def _from_document(path: Path) -> str | None:
     """Last resort for a file whose first value is longer than the head: read it whole."""
     if path.stat().st_size > MAX_DOCUMENT_BYTES:
         return None
-    with path.open("rb") as fh:
+    with open_regular(path) as fh:
         first = fh.readline()
         try:
             value = orjson.loads(first)

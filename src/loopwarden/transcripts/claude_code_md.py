@@ -16,6 +16,7 @@ and skipped.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import orjson
 
 from loopwarden.transcripts._anthropic import Conversation
-from loopwarden.transcripts._common import Reporter
+from loopwarden.transcripts._common import Reporter, open_regular
 from loopwarden.types import ToolCall
 
 __all__ = ["read", "sniff"]
@@ -54,7 +55,7 @@ class _Section:
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
     conversation = Conversation(report)
     sections = 0
-    for section in _sections(path):
+    for section in _sections(path, report):
         sections += 1
         content = _content(section, report)
         if content is None:
@@ -69,7 +70,7 @@ def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
     yield from conversation.finish()
 
 
-def _sections(path: Path) -> Iterator[_Section]:
+def _sections(path: Path, report: Reporter) -> Iterator[_Section]:
     """Split the export into messages.
 
     A message starts with a ``### User``/``### Assistant`` line that follows a ``---`` rule
@@ -79,9 +80,12 @@ def _sections(path: Path) -> Iterator[_Section]:
     section: _Section | None = None
     header: tuple[str, int, str] | None = None  # a heading waiting for its timestamp line
     last_text = ""  # last non-blank line
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace") as fh:
         for lineno, raw in enumerate(fh, 1):
             line = raw.rstrip("\r\n")
+            if "\x00" in line:  # a crash's or a preallocation's unwritten space
+                report(lineno, "NUL bytes ignored (space never written, e.g. after a crash)")
+                line = line.replace("\x00", "")
             if header is not None:
                 header_role, start, heading = header
                 header = None
