@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._text import log_text
+
 __all__ = ["CompactionLoopPersistedError", "CompactionVerdict", "PostCompactionGuard"]
 
 log = logging.getLogger("loopwarden.compaction")
@@ -116,7 +118,7 @@ class PostCompactionGuard:
             )
             log.error(
                 "post-compaction loop persisted: tool=%s repeated %d times with identical "
-                "args+result post-compaction", tool_name, matches,
+                "args+result post-compaction", log_text(tool_name), matches,
             )
             remaining = self._remaining
             self._remaining = 0
@@ -130,7 +132,7 @@ class PostCompactionGuard:
         return CompactionSnapshot(self._remaining > 0, self._remaining)
 
     def _close_window(self) -> None:
-        tools = f" tools={','.join(sorted(self._tools))}" if self._tools else ""
+        tools = f" tools={log_text(','.join(sorted(self._tools)))}" if self._tools else ""
         log.info(
             "post-compaction window closed: toolCalls=%d preCompactionRepeats=%d%s",
             len(self._window), self._repeats, tools,

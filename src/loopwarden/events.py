@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ._text import log_repr, log_text
 from .history import now_ms
 
 __all__ = ["EventSink", "LoggingSink", "LoopEvent", "deliver"]
@@ -50,17 +51,21 @@ class LoggingSink:
         level = logging.ERROR if event.level == "critical" else logging.WARNING
         if not self.logger.isEnabledFor(level):
             return
+        # Ids and tool names are the host's text: made safe here, so a handler that writes
+        # strict UTF-8 never meets a lone surrogate (logging would print "Logging error").
+        tool, message = log_text(event.tool), log_text(event.message)
         if event.action == "block":
-            self.logger.error("Blocking %s due to critical loop: %s", event.tool, event.message)
+            self.logger.error("Blocking %s due to critical loop: %s", tool, message)
         elif event.action == "warn":
-            self.logger.warning("Loop warning for %s: %s", event.tool, event.message)
-        paired = f" pairedTool={event.paired_tool}" if event.paired_tool else ""
+            self.logger.warning("Loop warning for %s: %s", tool, message)
+        paired = f" pairedTool={log_text(event.paired_tool)}" if event.paired_tool else ""
+        session = log_text(event.session) if event.session else "unknown"
         self.logger.log(
             level,
             'tool loop: sessionId=%s sessionKey=%s tool=%s level=%s action=%s detector=%s '
             'count=%d%s message="%s"',
-            event.session or "unknown", event.session or "unknown", event.tool, event.level,
-            event.action, event.detector, event.count, paired, event.message,
+            session, session, tool, log_text(event.level), log_text(event.action),
+            log_text(event.detector), event.count, paired, message,
         )
 
 
@@ -73,4 +78,4 @@ def deliver(events: Sequence[LoopEvent], sinks: Iterable[EventSink]) -> None:
             try:
                 sink(event)
             except Exception as exc:  # a sink is user code: it must not break the agent
-                log.warning("loopwarden event sink %r failed: %s", sink, exc)
+                log.warning("loopwarden event sink %s failed: %s", log_repr(sink), log_text(exc))
