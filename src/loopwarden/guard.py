@@ -249,7 +249,7 @@ class LoopGuard:
     # Every hook is total: whatever the host passes (ids whose __str__ raises, unhashable
     # sessions, args that cannot be fingerprinted), it answers with a verdict and logs what
     # went wrong; only CompactionLoopPersistedError (after_tool_call) and LoopBlockedError
-    # (the decorator) are raised on purpose. Ids are normalised once, in _call (see _text).
+    # (the decorator) are raised on purpose. Ids are normalised once, in _Call (see _text).
 
     def before_tool_call(
         self, tool_name: str, args: Any, *, session: str, run_id: str | None = None,
