@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._text import log_text
 from .errors import LoopwardenError
 
 __all__ = ["CompactionLoopPersistedError", "CompactionVerdict", "PostCompactionGuard"]
@@ -118,7 +119,7 @@ class PostCompactionGuard:
             )
             log.error(
                 "post-compaction loop persisted: tool=%s repeated %d times with identical "
-                "args+result post-compaction", tool_name, matches,
+                "args+result post-compaction", log_text(tool_name), matches,
             )
             remaining = self._remaining
             self._remaining = 0
@@ -137,7 +138,7 @@ class PostCompactionGuard:
         return CompactionSnapshot(self._remaining > 0, self._remaining)
 
     def _close_window(self) -> None:
-        tools = f" tools={','.join(sorted(self._tools))}" if self._tools else ""
+        tools = f" tools={log_text(','.join(sorted(self._tools)))}" if self._tools else ""
         log.info(
             "post-compaction window closed: toolCalls=%d preCompactionRepeats=%d%s",
             len(self._window), self._repeats, tools,

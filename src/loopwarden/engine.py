@@ -13,9 +13,9 @@ import re
 from time import time_ns as _time_ns
 from typing import Any
 
+from ._text import log_text
 from .config import LoopDetectionConfig
 from .detectors import Detection, Facts, Limits, Prospect, evaluate, write_churn
-from .events import log_text
 from .fingerprint import (
     Outcome,
     args_hash_of_json,
@@ -273,8 +273,9 @@ class LoopDetector:
         call_id: str | None = None,
         run_id: str | None = None,
     ) -> CallRecord:
-        """Append a pending call (admission time). A call id already in the run's window is
-        returned as is, so a retried hook never counts twice."""
+        """Append a pending call (admission time). A call id whose call is still open in the
+        run's window (:meth:`SessionState.open_call`) returns that record, so a retried hook
+        never counts twice; the id of a call whose outcome is recorded is a new call."""
         return self.record_prepared(state, self.prepare(tool_name, args), call_id=call_id,
                                     run_id=normalize_run_id(run_id))
 
@@ -283,8 +284,8 @@ class LoopDetector:
         run_id: str | None = None,
     ) -> CallRecord:
         """:meth:`record_call` for a prepared call; ``run_id`` must already be normalised."""
-        existing = state.find_call(run_id, call_id)
-        if existing is not None and existing.tool_name == call.tool_name:
+        existing = state.open_call(run_id, call_id, call.tool_name, call.args_hash)
+        if existing is not None:
             return existing
         return self.append_prepared(state, call, call_id, run_id)
 

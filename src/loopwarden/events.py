@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ._text import log_repr, log_text
 from .detectors import unknown_tool_message
 from .history import now_ms
 
@@ -14,9 +15,6 @@ __all__ = ["EventSink", "LoggingSink", "LoopEvent", "deliver", "log_text"]
 
 log = logging.getLogger("loopwarden")
 
-#: A tool name or id in a log line is cut after this many characters (a name is the model's
-#: text, and may be anything).
-LOG_NAME_LIMIT = 120
 _LOG_MESSAGE_LIMIT = 2000
 
 
@@ -68,8 +66,8 @@ class LoggingSink:
             level,
             'tool loop: sessionId=%s sessionKey=%s tool=%s level=%s action=%s detector=%s '
             'count=%d%s message="%s"',
-            session, session, tool, event.level, event.action, event.detector, event.count,
-            paired, message,
+            session, session, tool, log_text(event.level), log_text(event.action),
+            log_text(event.detector), event.count, paired, message,
         )
 
 
@@ -83,20 +81,6 @@ def _loggable_message(event: LoopEvent) -> str:
     return event.message
 
 
-def log_text(value: object, limit: int = LOG_NAME_LIMIT) -> str:
-    """``value`` as text for one log line: cut after ``limit`` characters, and control
-    characters, other non-printables and lone surrogates backslash-escaped (a name with a
-    newline cannot forge a log line, and every handler can encode the result). Never raises:
-    a host may hand the guard anything as a tool name."""
-    text = value if type(value) is str else _plain(value)
-    if len(text) > limit:
-        text = f"{text[:limit]}...({len(text)} chars)"
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in text)
-
-
 def deliver(events: Sequence[LoopEvent], sinks: Iterable[EventSink]) -> None:
     """Hand every event to every sink; a failing sink is logged and never reaches the agent."""
     if not events:
@@ -106,11 +90,4 @@ def deliver(events: Sequence[LoopEvent], sinks: Iterable[EventSink]) -> None:
             try:
                 sink(event)
             except Exception as exc:  # a sink is user code: it must not break the agent
-                log.warning("loopwarden event sink %r failed: %s", sink, exc)
-
-
-def _plain(value: object) -> str:
-    try:
-        return str.__str__(str(value))
-    except Exception:
-        return f"<unprintable {type(value).__name__}>"
+                log.warning("loopwarden event sink %s failed: %s", log_repr(sink), log_text(exc))

@@ -16,12 +16,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar, cast
 
+from ._text import log_text, optional_id, text_id
 from .compaction import CompactionLoopPersistedError, PostCompactionGuard
 from .config import LoopDetectionConfig
 from .detectors import Detection, Prospect
 from .engine import LoopDetector
 from .errors import LoopwardenError
-from .events import EventSink, LoggingSink, LoopEvent, deliver, log_text
+from .events import EventSink, LoggingSink, LoopEvent, deliver
 from .fingerprint import Outcome
 from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
 from .learning import Leaves, learn, learned_for, learned_hash
@@ -245,6 +246,11 @@ class LoopGuard:
         self._store_down = False
 
     # -- the public sync API -----------------------------------------------------------------
+    #
+    # Every hook is total: whatever the host passes (ids whose __str__ raises, unhashable
+    # sessions, args that cannot be fingerprinted), it answers with a verdict and logs what
+    # went wrong; only CompactionLoopPersistedError (after_tool_call) and LoopBlockedError
+    # (the decorator) are raised on purpose. Ids are normalised once, in _Call (see _text).
 
     def before_tool_call(
         self, tool_name: str, args: Any, *, session: str, run_id: str | None = None,
@@ -252,14 +258,12 @@ class LoopGuard:
     ) -> Verdict:
         """Decide whether the call may run (spec §f.1 V2 wrapper + §f.2 dampening)."""
         try:
-            prospect = self.detector.prepare(tool_name, args)
+            call = _Call(self.detector, tool_name, args, session, run_id, call_id, agent_id)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
-        call = _Call(session, normalize_run_id(run_id), call_id, agent_id, prospect)
-        # (_run's failure policy, written out in the two per-call hooks: no fallback closure
-        # and no extra call on the path every tool call takes.)
+        # (_before_call written out: no extra call on the path every tool call takes.)
         try:
-            step = self.store.transact(session, lambda state: self._before(state, call))
+            step = self.store.transact(call.session, lambda state: self._before(state, call))
         except Exception as exc:
             step = self._store_failed(exc, lambda: self._store_fallback(call.prospect.tool_name,
                                                                         call.call_id))
@@ -282,8 +286,9 @@ class LoopGuard:
                                   agent_id)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
+        # (_after_call written out, as in before_tool_call.)
         try:
-            step = self.store.transact(session, lambda state: self._after(state, call))
+            step = self.store.transact(call.session, lambda state: self._after(state, call))
         except Exception as exc:
             step = self._store_failed(exc, lambda: Verdict("allow", None, call.prospect.tool_name))
         else:
@@ -295,7 +300,8 @@ class LoopGuard:
     def compaction_retried(self, *, session: str, run_id: str | None = None) -> None:
         """Arm the post-compaction guard of this session and run (after a compaction-retry)."""
         run = normalize_run_id(run_id)
-        self._run(session, lambda s: self._arm(s, run), fallback=lambda: _Step(Verdict("allow")))
+        self._run(text_id(session), lambda s: self._arm(s, run),
+                  fallback=lambda: _Step(Verdict("allow")))
 
     def admit_batch(
         self, calls: Sequence[ToolCall], *, session: str, run_id: str | None = None,
@@ -303,49 +309,35 @@ class LoopGuard:
     ) -> BatchAdmission:
         """Admit one assistant turn's calls atomically, with one recovery turn per run."""
         try:
-            prepared = [self.detector.prepare(c.tool_name, c.args) for c in calls]
+            batch = _Batch(self, calls, session, run_id, agent_id)
         except Exception as exc:
-            v = self._internal_error("batch", exc)
-            return BatchAdmission(tuple(v for _ in calls))
-        run = normalize_run_id(run_id if run_id is not None else _common_run(calls))
-        ctx = _Ctx(session, run, None, agent_id)
-        holder: list[BatchAdmission] = []
-
-        def fallback() -> _Step:
-            verdicts = tuple(self._store_fallback(p.tool_name, c.call_id)
-                             for p, c in zip(prepared, calls, strict=True))
-            holder.append(BatchAdmission(verdicts))
-            return _Step(Verdict("allow"))
-
-        def admit(state: SessionState) -> _Step:
-            admission, events = self._admit(state, calls, prepared, ctx)
-            holder[:] = [admission]
-            return _Step(Verdict("allow"), events)
-
-        step = self._run(session, admit, fallback=fallback)
-        self._finish(step)
-        self._count("calls", len(calls))
-        return holder[-1] if holder else BatchAdmission(tuple(Verdict("allow") for _ in calls))
+            return self._batch_error(calls, exc)
+        self._finish(self._run(batch.ctx.session, batch.admit, fallback=batch.fallback))
+        return batch.admission()
 
     def history(self, session: str) -> list[CallRecord]:
-        state = self.store.load(session)
-        return list(state.history) if state is not None else []
+        """The session's history, oldest first (``[]`` when the store cannot be read: the
+        failure is logged and counted like any store failure)."""
+        try:
+            state = self.store.load(text_id(session))
+            return list(state.history) if state is not None else []
+        except Exception as exc:
+            return self._store_failed(exc, list)
 
     # -- async twins -------------------------------------------------------------------------
+    #
+    # They use the store's own async transaction (atransact / arecord_events) when it has
+    # one, and run a sync-only store in a worker thread, never on the event loop (_arun).
 
     async def abefore_tool_call(
         self, tool_name: str, args: Any, *, session: str, run_id: str | None = None,
         call_id: str | None = None, agent_id: str | None = None,
     ) -> Verdict:
         try:
-            prospect = self.detector.prepare(tool_name, args)
+            call = _Call(self.detector, tool_name, args, session, run_id, call_id, agent_id)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
-        call = _Call(session, normalize_run_id(run_id), call_id, agent_id, prospect)
-        step = await self._arun(session, lambda state: self._before(state, call),
-                                fallback=lambda: self._store_fallback(prospect.tool_name, call_id))
-        self.stats.calls += 1
-        return await self._afinish(step)
+        return await self._abefore_call(call)
 
     async def aafter_tool_call(
         self, tool_name: str, args: Any, *, session: str, result: Any = MISSING,
@@ -357,24 +349,24 @@ class LoopGuard:
                                   agent_id)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
-        step = await self._arun(session, lambda state: self._after(state, call),
-                                fallback=lambda: Verdict("allow", None, call.prospect.tool_name))
-        self.stats.outcomes += 1
-        return await self._afinish(step)
+        return await self._aafter_call(call)
 
     async def acompaction_retried(self, *, session: str, run_id: str | None = None) -> None:
         run = normalize_run_id(run_id)
-        await self._arun(session, lambda s: self._arm(s, run),
+        await self._arun(text_id(session), lambda s: self._arm(s, run),
                          fallback=lambda: _Step(Verdict("allow")))
 
     async def aadmit_batch(
         self, calls: Sequence[ToolCall], *, session: str, run_id: str | None = None,
         agent_id: str | None = None,
     ) -> BatchAdmission:
-        if hasattr(self.store, "atransact") and not isinstance(self.store, MemoryStore):
-            return await asyncio.to_thread(self.admit_batch, calls, session=session,
-                                           run_id=run_id, agent_id=agent_id)
-        return self.admit_batch(calls, session=session, run_id=run_id, agent_id=agent_id)
+        try:
+            batch = _Batch(self, calls, session, run_id, agent_id)
+        except Exception as exc:
+            return self._batch_error(calls, exc)
+        await self._afinish(await self._arun(batch.ctx.session, batch.admit,
+                                             fallback=batch.fallback))
+        return batch.admission()
 
     # -- decorator door ----------------------------------------------------------------------
 
@@ -394,7 +386,7 @@ class LoopGuard:
         self, fn: F, *, name: str | None = None, session: str | Callable[[], str] = "default",
         on_block: Literal["raise", "return"] = "raise",
     ) -> F:
-        tool_name: str = name or str(getattr(fn, "__name__", "tool"))
+        tool_name = _tool_name(fn, name)
         signature = _signature(fn)
 
         def bind(a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
@@ -407,8 +399,16 @@ class LoopGuard:
             bound.apply_defaults()
             return dict(bound.arguments)
 
-        def session_id() -> str:
-            return session() if callable(session) else session
+        def admitted(a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[_Call | None, Any]:
+            """The call's fingerprint, taken once: the after hook records the outcome under
+            it even when the tool fills defaults into its own arguments while it runs."""
+            try:
+                args = bind(a, kw)
+                sid = session() if callable(session) else session
+                return _Call(self.detector, tool_name, args, sid, None, None, None), args
+            except Exception as exc:  # e.g. a session callable that raised: run unguarded
+                self._internal_error(tool_name, exc)
+                return None, None
 
         def blocked(verdict: Verdict) -> Any:
             if on_block == "raise":
@@ -418,55 +418,123 @@ class LoopGuard:
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
             async def async_wrapper(*a: Any, **kw: Any) -> Any:
-                args, sid = bind(a, kw), session_id()
-                verdict = await self.abefore_tool_call(tool_name, args, session=sid)
+                call, args = admitted(a, kw)
+                if call is None:
+                    return await fn(*a, **kw)
+                verdict = await self._abefore_call(call)
                 if verdict.action == "block":
                     return blocked(verdict)
                 try:
                     result = await fn(*a, **kw)
                 except Exception as exc:
-                    await self.aafter_tool_call(tool_name, args, session=sid, error=exc)
+                    if self._outcome(call, args, MISSING, exc):
+                        await self._aafter_call(call)
                     raise
-                await self.aafter_tool_call(tool_name, args, session=sid, result=result)
+                if self._outcome(call, args, result, MISSING):
+                    await self._aafter_call(call)
                 return result
 
             return cast(F, async_wrapper)
 
         @functools.wraps(fn)
         def wrapper(*a: Any, **kw: Any) -> Any:
-            args, sid = bind(a, kw), session_id()
-            verdict = self.before_tool_call(tool_name, args, session=sid)
+            call, args = admitted(a, kw)
+            if call is None:
+                return fn(*a, **kw)
+            verdict = self._before_call(call)
             if verdict.action == "block":
                 return blocked(verdict)
             try:
                 result = fn(*a, **kw)
             except Exception as exc:
-                self.after_tool_call(tool_name, args, session=sid, error=exc)
+                if self._outcome(call, args, MISSING, exc):
+                    self._after_call(call)
                 raise
-            self.after_tool_call(tool_name, args, session=sid, result=result)
+            if self._outcome(call, args, result, MISSING):
+                self._after_call(call)
             return result
 
         return cast(F, wrapper)
 
-    # -- the shared core (runs inside a store transaction) -----------------------------------
+    # -- one call through the store ----------------------------------------------------------
 
     def _observed(
-        self, tool_name: str, args: Any, result: Any, error: Any, session: str,
-        run_id: str | None, call_id: str | None, agent_id: str | None,
+        self, tool_name: Any, args: Any, result: Any, error: Any, session: Any,
+        run_id: Any, call_id: Any, agent_id: Any,
     ) -> _Call:
         """An after-call hook's call, fingerprinted and its outcome hashed (outside the lock)."""
-        detector = self.detector
-        prospect = detector.prepare(tool_name, args)
-        call = _Call(session, normalize_run_id(run_id), call_id, agent_id, prospect)
-        call.outcome, call.leaves = detector.observe_prepared(prospect, args, result, error)
+        call = _Call(self.detector, tool_name, args, session, run_id, call_id, agent_id)
+        call.outcome, call.leaves = self.detector.observe_prepared(call.prospect, args, result,
+                                                                   error)
         call.error = error
         return call
+
+    def _outcome(self, call: _Call, args: Any, result: Any, error: Any) -> bool:
+        """Hash an admitted call's outcome into it (the decorator's after hook); False, logged,
+        when the outcome cannot be hashed."""
+        try:
+            call.outcome, call.leaves = self.detector.observe_prepared(call.prospect, args,
+                                                                       result, error)
+        except Exception as exc:
+            self._internal_error(call.prospect.tool_name, exc)
+            return False
+        call.error = error
+        return True
+
+    def _before_call(self, call: _Call) -> Verdict:
+        """before_tool_call for a call already fingerprinted (the decorator's)."""
+        # (_run's failure policy, written out in the per-call steps: no fallback closure.)
+        try:
+            step = self.store.transact(call.session, lambda state: self._before(state, call))
+        except Exception as exc:
+            step = self._store_failed(exc, lambda: self._store_fallback(call.prospect.tool_name,
+                                                                        call.call_id))
+        else:
+            if self._store_down:
+                self._store_ok()
+        self.stats.calls += 1
+        return step if type(step) is Verdict else self._finish(step)
+
+    def _after_call(self, call: _Call) -> Verdict:
+        """after_tool_call for a call whose outcome is already hashed into it."""
+        try:
+            step = self.store.transact(call.session, lambda state: self._after(state, call))
+        except Exception as exc:
+            step = self._store_failed(exc, lambda: Verdict("allow", None, call.prospect.tool_name))
+        else:
+            if self._store_down:
+                self._store_ok()
+        self.stats.outcomes += 1
+        return step if type(step) is Verdict else self._finish(step)
+
+    async def _abefore_call(self, call: _Call) -> Verdict:
+        step = await self._arun(call.session, lambda state: self._before(state, call),
+                                fallback=lambda: self._store_fallback(call.prospect.tool_name,
+                                                                      call.call_id))
+        self.stats.calls += 1
+        return await self._afinish(step)
+
+    async def _aafter_call(self, call: _Call) -> Verdict:
+        step = await self._arun(call.session, lambda state: self._after(state, call),
+                                fallback=lambda: Verdict("allow", None, call.prospect.tool_name))
+        self.stats.outcomes += 1
+        return await self._afinish(step)
+
+    def _batch_error(self, calls: Any, exc: Exception) -> BatchAdmission:
+        verdict = self._internal_error("batch", exc)
+        try:
+            n = len(calls)
+        except Exception:
+            n = 0
+        return BatchAdmission(tuple(verdict for _ in range(n)))
+
+    # -- the shared core (runs inside a store transaction) -----------------------------------
 
     def _before(self, state: SessionState, call: _Call) -> _Step | Verdict:
         detector = self.detector
         prospect = call.prospect
-        seen = state.find_call(call.run, call.call_id)
-        if seen is not None and seen.tool_name == prospect.tool_name:
+        seen = state.open_call(call.run, call.call_id, prospect.tool_name, prospect.args_hash)
+        if seen is not None:
             # A retried hook: answer as the first delivery did, without counting or warning again.
             if seen.is_veto:
                 again = detector.detect_prepared(state, prospect, run_id=call.run)
@@ -479,8 +547,7 @@ class LoopGuard:
             detector.append_prepared(state, prospect, call.call_id, call.run)
             return Verdict("allow", None, prospect.tool_name, call.call_id)
         if detection.level == "critical":
-            detector.record_outcome_prepared(state, prospect, _VETO, call_id=call.call_id,
-                                             run_id=call.run)
+            self._veto(state, prospect, call.call_id, call.run)
             # The first critical of a run leaves the model one recovery turn; a second one in
             # the same run is terminal (spec §f.1), for one-call doors as for batches.
             verdict = Verdict("block", detection, prospect.tool_name, call.call_id,
@@ -493,9 +560,25 @@ class LoopGuard:
         detector.append_prepared(state, prospect, call.call_id, call.run)
         return step
 
+    def _veto(self, state: SessionState, prospect: Prospect, call_id: str | None,
+              run: str | None) -> None:
+        """Record a blocked call as a veto. A call id that names no open call is a new call
+        (an earlier call's id reused), so it gets its own record rather than being taken
+        for a retry of that finished call."""
+        detector = self.detector
+        if call_id and state.open_call(run, call_id, prospect.tool_name,
+                                       prospect.args_hash) is None:
+            detector.append_prepared(state, prospect, call_id, run)
+        detector.record_outcome_prepared(state, prospect, _VETO, call_id=call_id, run_id=run)
+
     def _after(self, state: SessionState, call: _Call) -> _Step | Verdict:
         detector = self.detector
-        prospect, outcome, leaves = call.prospect, call.outcome, call.leaves
+        outcome, leaves = call.outcome, call.leaves
+        prospect = call.prospect
+        admitted = state.admitted_record(call.run, call.call_id, prospect.tool_name,
+                                         prospect.args_hash)
+        if admitted is not None:  # the tool changed its args while it ran
+            prospect = _as_admitted(prospect, admitted)
         if leaves is not None and outcome.result_hash and outcome.outcome_kind is None:
             volatile = learn(state.learned, prospect.tool_name,
                              f"{call.run or ''}|{prospect.args_hash}", leaves)
@@ -564,7 +647,7 @@ class LoopGuard:
         terminal = not state.mark_recovery(ctx.run)
         for c, p in zip(calls, prepared, strict=True):
             if p.args_hash == call.args_hash:
-                detector.record_outcome_prepared(state, p, _VETO, call_id=c.call_id, run_id=ctx.run)
+                self._veto(state, p, c.call_id, ctx.run)
         intervention = Intervention(calls[trigger].call_id, call.tool_name, call.args_hash,
                                     detection.detector, detection.count, detection.message)
         own = TERMINAL_TEXT if terminal else RECOVERY_TEXT
@@ -654,7 +737,7 @@ class LoopGuard:
             self._store_down = True
             mode = "closed (blocking calls)" if self.fail_closed else "open (calls allowed)"
             log.error("loopwarden state store failed: %s: %s; failing %s until it recovers",
-                      type(exc).__name__, exc, mode)
+                      log_text(type(exc).__name__), log_text(exc), mode)
         return fallback()
 
     def _store_ok(self) -> None:
@@ -734,9 +817,9 @@ class LoopGuard:
             verdict = self._internal_error(tool_name, exc)
             return verdict, verdict
         steps: tuple[_Step | Verdict, _Step | Verdict] = self._run(
-            session,
+            call.session,
             lambda state: (self._before(state, call), self._after(state, call)),
-            fallback=lambda: (self._store_fallback(call.prospect.tool_name, call_id),
+            fallback=lambda: (self._store_fallback(call.prospect.tool_name, call.call_id),
                               Verdict("allow")),
         )
         before, after = steps
@@ -744,12 +827,12 @@ class LoopGuard:
         self.stats.outcomes += 1
         return self._finish(before), self._finish(after)
 
-    def _internal_error(self, tool: str, exc: Exception) -> Verdict:
+    def _internal_error(self, tool: object, exc: Exception) -> Verdict:
         self._count("internal_errors")
         # The exception's type, not its text: that may quote the call's arguments.
         log.warning("tool loop outcome tracking failed: tool=%s error=%s", log_text(tool),
                     type(exc).__name__)
-        return Verdict("allow", tool_name=tool)
+        return Verdict("allow", tool_name=text_id(tool))
 
 
 class _Ctx:
@@ -771,7 +854,11 @@ class _Ctx:
 
 class _Call(_Ctx):
     """One hook's call: its context, its fingerprint and (after it ran) its outcome — all a
-    transaction needs, in one object so the hot path builds one closure over it."""
+    transaction needs, in one object so the hot path builds one closure over it.
+
+    Built from what the host passed: the ids are normalised (total, see _text) and the call
+    is fingerprinted here, outside the store's lock. Raises only when the args cannot be
+    fingerprinted."""
 
     __slots__ = ("error", "leaves", "outcome", "prospect")
     # Set by the after-call hook only (see LoopGuard._observed).
@@ -779,17 +866,84 @@ class _Call(_Ctx):
     error: Any
     leaves: Leaves | None
 
-    def __init__(self, session: str, run: str | None, call_id: str | None, agent: str | None,
-                 prospect: Prospect) -> None:
-        self.session = session
-        self.run = run
-        self.call_id = call_id
-        self.agent = agent
-        self.prospect = prospect
+    def __init__(self, detector: LoopDetector, tool_name: Any, args: Any, session: Any,
+                 run_id: Any, call_id: Any, agent_id: Any) -> None:
+        # Type tests inline: ids are str on the path every tool call takes.
+        if type(tool_name) is not str:
+            tool_name = text_id(tool_name)
+        self.session = session if type(session) is str else text_id(session)
+        self.run = normalize_run_id(run_id)
+        self.call_id = call_id if call_id is None or type(call_id) is str else text_id(call_id)
+        self.agent = agent_id if agent_id is None or type(agent_id) is str else text_id(agent_id)
+        self.prospect = detector.prepare(tool_name, args)
+
+
+class _Batch:
+    """One admit_batch call, prepared outside the store: its calls with their ids normalised,
+    their fingerprints, and the two functions the transaction (or its fallback) runs."""
+
+    __slots__ = ("calls", "ctx", "guard", "prepared", "result")
+
+    def __init__(self, guard: LoopGuard, calls: Sequence[ToolCall], session: Any, run_id: Any,
+                 agent_id: Any) -> None:
+        self.guard = guard
+        self.calls = [_normal_call(c) for c in calls]
+        self.prepared = [guard.detector.prepare(c.tool_name, c.args) for c in self.calls]
+        run = normalize_run_id(run_id if run_id is not None else _common_run(self.calls))
+        self.ctx = _Ctx(text_id(session), run, None, optional_id(agent_id))
+        self.result: BatchAdmission | None = None
+
+    def admit(self, state: SessionState) -> _Step:
+        admission, events = self.guard._admit(state, self.calls, self.prepared, self.ctx)
+        self.result = admission
+        return _Step(Verdict("allow"), events)
+
+    def fallback(self) -> _Step:
+        guard = self.guard
+        self.result = BatchAdmission(tuple(
+            guard._store_fallback(p.tool_name, c.call_id)
+            for p, c in zip(self.prepared, self.calls, strict=True)))
+        return _Step(Verdict("allow"))
+
+    def admission(self) -> BatchAdmission:
+        self.guard._count("calls", len(self.calls))
+        if self.result is None:
+            return BatchAdmission(tuple(Verdict("allow") for _ in self.calls))
+        return self.result
+
+
+def _normal_call(call: ToolCall) -> ToolCall:
+    """``call`` with its tool name and ids as plain text (see _text), itself when they are."""
+    tool, call_id, run_id = call.tool_name, call.call_id, call.run_id
+    if (type(tool) is str and (call_id is None or type(call_id) is str)
+            and (run_id is None or type(run_id) is str)):
+        return call
+    return ToolCall(text_id(tool), call.args, optional_id(call_id), optional_id(run_id),
+                    call.result, call.error)
 
 
 def _common_run(calls: Sequence[ToolCall]) -> str | None:
     return next((c.run_id for c in calls if c.run_id), None)
+
+
+def _as_admitted(prospect: Prospect, record: CallRecord) -> Prospect:
+    """``prospect`` under the fingerprint its call was admitted with (see
+    :meth:`SessionState.admitted_record`): the outcome is recorded, and the next call judged,
+    as for the unchanged arguments that the model will send again."""
+    return Prospect(prospect.tool_name, record.args_hash, prospect.known_poll,
+                    prospect.poll_critical_at_warning, record.mutation_target_hash,
+                    prospect.profile)
+
+
+def _tool_name(fn: Callable[..., Any], name: object) -> str:
+    """The decorator's tool name: ``name``, else the function's name (total, see _text)."""
+    text = "" if name is None else text_id(name)
+    if text:
+        return text
+    try:
+        return text_id(getattr(fn, "__name__", "tool")) or "tool"
+    except Exception:
+        return "tool"
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._text import text_id
 from .compaction import PostCompactionGuard
 from .learning import check_learned
 
@@ -34,15 +35,19 @@ OUTCOME_WRITE_MUTATION = "write-mutation"
 MAX_WARNING_KEYS = 256
 MAX_RECOVERY_RUNS = 256
 MAX_COMPACTION_RUNS = 256
+# How far back an outcome without a call id looks for the call it was admitted as (wider than
+# any parallel batch of one tool); see SessionState.admitted_record.
+ADMITTED_LOOKBACK = 32
 
 RunKey = str | None
 
 
 def normalize_run_id(run_id: object) -> str | None:
-    """Trimmed run id, ``None`` for absent or blank ones (OpenClaw's unscoped bucket)."""
+    """Trimmed run id, ``None`` for absent or blank ones (OpenClaw's unscoped bucket). Total: a
+    run id that is no ``str`` goes through :func:`~loopwarden._text.text_id`."""
     if run_id is None:
         return None
-    text = run_id if isinstance(run_id, str) else str(run_id)
+    text = run_id if type(run_id) is str else text_id(run_id)
     return text.strip() or None
 
 
@@ -147,6 +152,57 @@ class SessionState:
             return None
         view = self._runs.get(run_id)
         return None if view is None else view.by_call.get(call_id)
+
+    def open_call(
+        self, run_id: RunKey, call_id: str | None, tool_name: str, args_hash: str
+    ) -> CallRecord | None:
+        """The record a re-delivered admission hook refers to: the run's newest record with this
+        call id, when it is this call (same tool and arguments) and still open — pending, or
+        blocked (a blocked call never runs, so no outcome closes it). Once its outcome is
+        recorded the id is free again: hosts that number calls per turn send ``call_0`` in
+        every turn, and each of those is a new call."""
+        if not call_id:
+            return None
+        view = self._runs.get(run_id)
+        record = None if view is None else view.by_call.get(call_id)
+        if (
+            record is None or record.result_hash is not None
+            or record.args_hash != args_hash or record.tool_name != tool_name
+        ):
+            return None
+        kind = record.outcome_kind
+        return record if kind is None or kind == OUTCOME_VETO else None
+
+    def admitted_record(
+        self, run_id: RunKey, call_id: str | None, tool_name: str, args_hash: str
+    ) -> CallRecord | None:
+        """The pending call an outcome belongs to when it was admitted under other arguments
+        (None when the outcome's own arguments find it, the spec's rule, or nothing does).
+
+        A tool may change its arguments in place while it runs (``args.setdefault("timeout",
+        30)``), so the after hook hashes other arguments than the before hook did. The outcome
+        still belongs to the admitted call: the run's open call with this call id, or, for an
+        outcome without an id, the newest call of the tool when it is pending and has no id
+        (looked for among the newest ``ADMITTED_LOOKBACK`` records of the run)."""
+        view = self._runs.get(run_id)
+        if view is None:
+            return None
+        if call_id:
+            record = view.by_call.get(call_id)
+            if (record is None or record.args_hash == args_hash  # the common case
+                    or record.tool_name != tool_name or record.result_hash is not None
+                    or record.outcome_kind not in (None, OUTCOME_VETO)):
+                return None
+            exact = view.by_key.get(args_hash) or ()
+            return None if any(r.pending and r.call_id == call_id for r in exact) else record
+        if any(r.pending for r in view.by_key.get(args_hash) or ()):
+            return None
+        for i, record in enumerate(reversed(view.records)):
+            if record.tool_name == tool_name:
+                return record if record.pending and record.call_id is None else None
+            if i >= ADMITTED_LOOKBACK:
+                break
+        return None
 
     def reversed_run(self, run_id: RunKey) -> Iterator[CallRecord]:
         return reversed(self.run_records(run_id))
