@@ -161,24 +161,24 @@ def test_defaults_when_file_has_no_loop_detection(runner: CliRunner, tmp_path: P
         ("{tools: {loopDetection: {repeatThreshold: 3}}}", "repeatThreshold: unknown key"),
     ],
 )
-def test_invalid_config_exits_1_with_message(
+def test_invalid_config_exits_2_with_message(
     runner: CliRunner, tmp_path: Path, text: str, expected: str
 ) -> None:
     path = tmp_path / "openclaw.json"
     path.write_text(text, encoding="utf-8")
     for extra in ([], ["--json"]):
         result = runner.invoke(config_app, ["check", str(path), *extra])
-        assert result.exit_code == 1
+        assert result.exit_code == 2
         assert result.stdout == ""
         assert result.stderr.startswith(f"error: {path}: ")
         assert expected in result.stderr
         assert "Traceback" not in result.output
 
 
-def test_missing_file_exits_1(runner: CliRunner, tmp_path: Path) -> None:
+def test_missing_file_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     path = tmp_path / "absent.json"
     result = runner.invoke(config_app, ["check", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.strip() == f"error: {path}: config file not found"
     assert result.exception is None or isinstance(result.exception, SystemExit)
 

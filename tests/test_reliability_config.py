@@ -351,7 +351,7 @@ def test_duplicates_are_also_refused_by_config_from_mapping() -> None:
 def test_config_check_reports_a_duplicate_key(tmp_path: Path) -> None:
     file = write(tmp_path, '{"tools": {"loopDetection": {"enabled": true, "enabled": false}}}')
     result = CliRunner().invoke(config_app, ["check", str(file)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.startswith(
         f"error: {file}: tools.loopDetection.enabled: duplicate key"
     )
@@ -481,9 +481,9 @@ def test_file_at_the_size_limit_is_read(tmp_path: Path) -> None:
 
 # Each command that takes a config path, with the exit code it uses for a config error.
 COMMANDS: list[tuple[str, list[str], str, int]] = [
-    ("config check", ["config", "check", "{path}"], "", 1),
+    ("config check", ["config", "check", "{path}"], "", 2),
     ("scan", ["scan", "--config", "{path}", "{tmp}"], "", 2),
-    ("calibrate", ["calibrate", "--config", "{path}", "{tmp}"], "", 1),
+    ("calibrate", ["calibrate", "--config", "{path}", "{tmp}"], "", 2),
     ("mcp-proxy", ["mcp-proxy", "--config", "{path}", "--", sys.executable, "-c", "pass"], "", 2),
     (
         "claude-hook",

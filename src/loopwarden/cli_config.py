@@ -83,7 +83,7 @@ def check(
             loaded = load_config_with_origins(path, agent_id=agent)
         except ConfigError as exc:
             typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            raise typer.Exit(2) from None  # an input error, distinct from findings (1)
     notes = [*repairs.messages]
     if agent is not None and loaded.agent_block is None:
         # Not an error: OpenClaw itself applies the global block to such an agent.
