@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loopwarden import LoopDetectionConfig, LoopEvent, LoopGuard, ToolCall
+from loopwarden import LoopDetectionConfig, LoopEvent, LoopGuard, ToolCall, replay
 from loopwarden.calibration import score_run
 from loopwarden.detectors import RULES, Detection, Facts, evaluate, no_progress_cycle
 from loopwarden.engine import LoopDetector
@@ -356,3 +356,14 @@ def test_the_random_cycle_histories_reach_the_cycle_rules() -> None:
                 fired[name] = fired.get(name, 0) + n
     assert fired.get("cycle", 0) >= 50
     assert fired.get("global_circuit_breaker (cycle)", 0) > 0
+
+
+def test_replay_reports_a_cycle_in_a_transcript() -> None:
+    calls = [ToolCall(t, a, result=_result((t, a)), run_id="turn-1") for t, a in PERIOD_4 * 8]
+    findings = replay(calls, LoopDetectionConfig(enabled=True))
+    assert [(f.index, f.action, f.detector, f.count) for f in findings if f.action == "warn"] == [
+        (9, "warn", "cycle", 10)]
+    blocks = [(f.index, f.detector, f.count) for f in findings if f.action == "block"]
+    assert blocks[0] == (19, "cycle", 20)
+    assert blocks[-1] == (31, "global_circuit_breaker", 31)
+    assert [i for i, _, _ in blocks] == list(range(19, 32))

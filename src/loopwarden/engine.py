@@ -413,27 +413,32 @@ class LoopDetector:
 
 
 def _cycle_possible(records: deque[CallRecord], cur: str, warning: int) -> bool:
-    """Could ``cur`` continue a cycle of period 3-6 that counts ``warning``? Such a cycle has
-    at least 2k - 1 records and this call k steps back. A veto among the newest six records
-    may be a retry, which takes no step (the steps then reach further back): measure then.
-    (The newest record is never a veto here: the gate has already measured that case.)"""
+    """Could ``cur`` continue a cycle of period k (3-6) that counts ``warning``? Such a cycle's
+    tail holds at least 2k - 1 records, with this call k steps back and the newest record's
+    call k + 1 steps back. A veto among the newest seven records may be a retry, which takes
+    no step (the steps then reach further back): measure then. (The newest record is never a
+    veto here: the gate has already measured that case.)"""
     n = len(records)
     if n < 5 or n + 1 < warning:
         return False
     # One look-up per record: this runs on every call that gets this far.
+    newest = records[-1].args_hash
     r2, r3, r4, r5 = records[-2], records[-3], records[-4], records[-5]
-    if n < 6:
-        return cur == r3.args_hash or OUTCOME_VETO in (
-            r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind)
-    r6 = records[-6]
-    if cur in (r3.args_hash, r4.args_hash, r5.args_hash, r6.args_hash) and (
-        # Periods 4, 5 and 6 need 7, 9 and 11 records.
-        cur == r3.args_hash or (n >= 7 and cur == r4.args_hash)
-        or (n >= 9 and cur == r5.args_hash) or n >= 11
+    if cur == r3.args_hash and newest == r4.args_hash:
+        return True
+    veto = OUTCOME_VETO
+    if n < 7:
+        return veto in (r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind,
+                        records[-6].outcome_kind if n == 6 else None)
+    r6, r7 = records[-6], records[-7]
+    if (
+        (cur == r4.args_hash and newest == r5.args_hash)
+        or (n >= 9 and cur == r5.args_hash and newest == r6.args_hash)
+        or (n >= 11 and cur == r6.args_hash and newest == r7.args_hash)
     ):
         return True
-    return OUTCOME_VETO in (
-        r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind, r6.outcome_kind)
+    return veto in (r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind,
+                    r6.outcome_kind, r7.outcome_kind)
 
 
 def _log_detection(detection: Detection, tool: str) -> None:
