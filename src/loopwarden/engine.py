@@ -365,8 +365,8 @@ class LoopDetector:
         to be this tool too. Unknown-tool streaks skip vetoes of any tool, so a newest veto or
         unknown-tool record always measures. Ping-pong needs the W - 1 newest records to
         alternate between the newest call and this one. A cycle needs this call earlier in
-        the run, k steps back (see :func:`_cycle_possible`). Error streaks skip other tools, so they measure
-        whenever the run holds enough records with an error identity."""
+        the run, k steps back (see :func:`_cycle_possible`). Error streaks skip other tools,
+        so they measure whenever the run holds enough records with an error identity."""
         limits = self.limits
         same = view.by_key.get(call.args_hash, ())
         if len(same) >= limits.warning:
