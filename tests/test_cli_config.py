@@ -71,6 +71,7 @@ def test_json_output_has_effective_camel_case_config(runner: CliRunner, config_f
             "knownPollNoProgress": True,
             "pingPong": False,
             "argumentChurn": True,
+            "cycle": True,
             "errorRepeat": None,
         },
         "postCompactionGuard": {"windowSize": 3},

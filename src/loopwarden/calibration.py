@@ -42,8 +42,8 @@ class CalibrationError(LoopwardenError, ValueError):
 class RunScores:
     """The largest count each threshold's detectors reached in one good run."""
 
-    warning: int = 0  # generic repeat / known poll / ping-pong counts (warning threshold)
-    critical: int = 0  # identical-outcome streaks and stable ping-pong (critical threshold)
+    warning: int = 0  # generic repeat / known poll / ping-pong / cycle counts (warning threshold)
+    critical: int = 0  # identical-outcome streaks, stable ping-pong, cycles (critical threshold)
     unknown_tool: int = 0
     error_repeat: int = 0
 
@@ -63,9 +63,10 @@ def score_run(calls: Iterable[ToolCall], config: LoopDetectionConfig | None = No
         facts = Facts.measure(state, run, prospect, limits)
         np_count, pp = facts.no_progress.count, facts.ping_pong.count
         generic = np_count if prospect.known_poll else repeat_count(facts, limits)
-        scores[0] = max(scores[0], generic, pp, facts.churn.count)
+        cycle = facts.cycle.count  # outcomes identical by construction: it warns and blocks
+        scores[0] = max(scores[0], generic, pp, facts.churn.count, cycle)
         scores[1] = max(scores[1], np_count, facts.errors.count,
-                        pp if facts.ping_pong.no_progress_evidence else 0)
+                        pp if facts.ping_pong.no_progress_evidence else 0, cycle)
         scores[2] = max(scores[2], facts.unknown.count)
         scores[3] = max(scores[3], facts.errors.count)
 

@@ -333,12 +333,14 @@ class DetectorsConfig(_ConfigModel):
     known_poll_no_progress: bool = True
     ping_pong: bool = True
     argument_churn: bool = True
+    cycle: bool = True  # loopwarden extension: cycles of period 3-6, on in both presets
     # loopwarden extension; None lets the preset decide (on for "early").
     error_repeat: bool | None = None
 
     _bools = field_validator(
         "generic_repeat", "known_poll_no_progress", "ping_pong", "argument_churn", mode="before"
     )(_strict_bool)
+    _cycle_bool = field_validator("cycle", mode="before")(_strict_bool)
     _optional = field_validator("error_repeat", mode="before")(_optional_bool)
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .history import (
     OUTCOME_TERMINAL_EXEC_FAILURE,
+    OUTCOME_VETO,
     OUTCOME_WRITE_MUTATION,
     CallRecord,
     SessionState,
@@ -31,6 +32,7 @@ __all__ = [
     "argument_churn",
     "error_streak",
     "evaluate",
+    "no_progress_cycle",
     "no_progress_streak",
     "ping_pong",
     "progress_streak",
@@ -45,6 +47,8 @@ MIN_PACE_MS = 10_000
 #: Back-off: the newest intervals reach at least this multiple of the streak's shortest one.
 BACKOFF_GROWTH = 1.5
 BACKOFF_WINDOW = 3
+# Periods the cycle detector looks for: 1 is a plain repeat, 2 is OpenClaw's ping-pong.
+CYCLE_PERIODS = (3, 4, 5, 6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,7 @@ class Limits:
     # between every two polls of a 30-call window).
     progress: bool = False
     eased_critical: int = 30
+    cycle: bool = True
 
 
 @dataclass(slots=True)  # built twice per call; frozen would double that cost
@@ -128,9 +133,17 @@ class Churn:
     write_mutation: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    count: int = 0  # calls in the cycling tail, blocked attempts and the prospective call included
+    steps: tuple[str, ...] = ()  # the cycle's args hashes, starting at the prospective call
+    tools: tuple[str, ...] = ()  # their tool names, in the same order
+
+
 NO_STREAK = Streak()
 NO_PING_PONG = PingPong()
 NO_CHURN = Churn()
+NO_CYCLE = Cycle()
 
 
 # -- measurements --------------------------------------------------------------------------------
@@ -329,6 +342,92 @@ def _stable_sides(tail: list[CallRecord]) -> bool:
     return len(sides) == 2
 
 
+def no_progress_cycle(state: SessionState, run: str | None, call: Prospect) -> Cycle:
+    """loopwarden's cycle: the run's newest calls repeat a sequence of k calls (k in 3..6, the
+    prospective call being its next step; at least two tools), at least twice over, with the
+    same outcome at each step in every repetition. Counted like ping-pong: the cycling tail
+    plus this call.
+
+    Loop vetoes are blocked attempts. Nothing ran, so a veto matches any outcome of its step;
+    and a veto followed by the same call again is a retry that keeps the model's place in the
+    cycle. Either way it counts, so a model that insists climbs from critical to the breaker
+    instead of being let through after one block. A pending record (outcome unknown) ends the
+    tail."""
+    records = state.run_records(run)
+    best = NO_CYCLE
+    for k in CYCLE_PERIODS:
+        if len(records) + 1 < 2 * k:
+            break
+        found, ambiguous = _cycle_walk(records, call, k, retries_first=False)
+        if ambiguous:  # a veto among the newest k steps could be a retry or a blocked step
+            other, _ = _cycle_walk(records, call, k, retries_first=True)
+            if other.count > found.count:
+                found = other
+        if found.count > best.count:
+            best = found
+    return best
+
+
+def _cycle_walk(
+    records: Sequence[CallRecord], call: Prospect, k: int, *, retries_first: bool
+) -> tuple[Cycle, bool]:
+    """The period-``k`` cycling tail ending with ``call``, and whether a veto among its newest
+    ``k`` steps was ambiguous (while the cycle's steps are not yet known, a veto of the call
+    made right after it may be either a retry or a step of its own)."""
+    keys = [call.args_hash]  # the tail's steps, newest first (vetoes of retries left out)
+    tools = [call.tool_name]
+    anchors: list[str | None] = [None] * k  # the outcome of each step, newest first
+    count = 1
+    after = call.args_hash  # the attempt made right after the record in hand
+    ambiguous = False
+    for r in reversed(records):
+        m = len(keys)
+        key = r.args_hash
+        if r.outcome_kind == OUTCOME_VETO:
+            if m >= k and key != keys[m - k]:
+                if key != after:
+                    break
+                count += 1  # a retry: the model stays at this step of the cycle
+                continue
+            if m < k and key == after:
+                ambiguous = True
+                if retries_first:
+                    count += 1
+                    continue
+        else:
+            if r.result_hash is None:  # pending: its outcome is unknown
+                break
+            if m >= k and key != keys[m - k]:
+                break
+            slot = m % k
+            anchor = anchors[slot]
+            if anchor is None:
+                anchors[slot] = r.result_hash
+            elif anchor != r.result_hash:
+                break
+        keys.append(key)
+        if m < k:
+            tools.append(r.tool_name)
+            if m + 1 == k and (len(set(tools)) == 1 or not _primitive(keys)):
+                # One tool cycling its arguments is OpenClaw's argument churn, warning-only by
+                # design (and §i scenario 28); a shorter period is a repeat or a ping-pong.
+                return NO_CYCLE, ambiguous
+        count += 1
+        after = key
+    if len(keys) < 2 * k:
+        return NO_CYCLE, ambiguous
+    order = (0, *range(k - 1, 0, -1))  # this call, then the steps that follow it in the cycle
+    return Cycle(count, tuple(keys[i] for i in order), tuple(tools[i] for i in order)), ambiguous
+
+
+def _primitive(steps: Sequence[str]) -> bool:
+    """True unless the steps are a shorter sequence repeated (a smaller period)."""
+    k = len(steps)
+    return not any(
+        k % p == 0 and all(steps[i] == steps[i + p] for i in range(k - p)) for p in range(1, k)
+    )
+
+
 def argument_churn(state: SessionState, run: str | None, call: Prospect) -> Churn:
     """§d.8: the same tool cycling argument variants with one stable no-progress outcome, or
     rewriting one write target with new variants (warning-only)."""
@@ -427,6 +526,7 @@ class Facts:
     churn: Churn
     recent: int
     errors: Streak
+    cycle: Cycle = NO_CYCLE
 
     @classmethod
     def measure(
@@ -442,6 +542,7 @@ class Facts:
             churn=argument_churn(state, run, call) if limits.argument_churn else NO_CHURN,
             recent=len(state.key_records(run, call.args_hash)),
             errors=error_streak(state, run, call.tool_name) if limits.error_repeat_on else NO_STREAK,
+            cycle=no_progress_cycle(state, run, call) if limits.cycle else NO_CYCLE,
         )
 
     @classmethod
@@ -466,7 +567,17 @@ class Facts:
             recent=len(state.key_records(run, call.args_hash)),
             errors=(error_streak(state, run, call.tool_name, progress=True)
                     if limits.error_repeat_on else NO_STREAK),
+            cycle=_unpaced_cycle(state, run, call) if limits.cycle else NO_CYCLE,
         )
+
+
+def _unpaced_cycle(state: SessionState, run: str | None, call: Prospect) -> Cycle:
+    """``early``: a cycle with a pacing step (build, sleep, status, ...) waits on purpose; the
+    paced poll is judged by its own streak, as a ping-pong with a pacing side is."""
+    cycle = no_progress_cycle(state, run, call)
+    if cycle.count and any(r.pacing for r in list(state.run_records(run))[-len(cycle.steps):]):
+        return NO_CYCLE
+    return cycle
 
 
 def _pacing_in_tail(records: Sequence[CallRecord]) -> bool:
@@ -560,6 +671,18 @@ def unknown_tool_message(name: str, n: int) -> str:
     name instead (:class:`~loopwarden.events.LoggingSink`)."""
     return (f"CRITICAL: attempted unavailable tool {name} {n} times. "
             "Stop retrying that missing tool and answer without it.")
+def _cycle_text(f: Facts, n: int) -> str:
+    steps = " \u2192 ".join(f.cycle.tools)
+    return (
+        f"You are repeating a cycle of {len(f.cycle.steps)} tool calls ({steps}) with "
+        f"identical results ({n} consecutive calls)."
+    )
+
+
+def _cycle_key(f: Facts) -> str:
+    """The same for every step and phase of one cycle: its smallest rotation."""
+    steps = f.cycle.steps
+    return "cycle:" + "|".join(min(steps[i:] + steps[:i] for i in range(len(steps))))
 
 
 RULES: tuple[Rule, ...] = (
@@ -616,6 +739,28 @@ RULES: tuple[Rule, ...] = (
         ),
         _pp_key,
     ),
+    # loopwarden's cycles (periods 3-6) rank right after ping-pong (period 2). Blocked attempts
+    # keep counting, so an insistent model reaches the breaker, as a repeated call does.
+    Rule(
+        "global_circuit_breaker", "critical",
+        lambda f, lim: lim.cycle and f.cycle.count >= lim.global_breaker,
+        lambda f, _: f.cycle.count,
+        lambda f, n: (
+            f"CRITICAL: {_cycle_text(f, n)} Session execution blocked by global circuit breaker "
+            "to prevent runaway loops."
+        ),
+        lambda f: "global:" + _cycle_key(f),
+    ),
+    Rule(
+        "cycle", "critical",
+        lambda f, lim: lim.cycle and f.cycle.count >= lim.critical,
+        lambda f, _: f.cycle.count,
+        lambda f, n: (
+            f"CRITICAL: {_cycle_text(f, n)} This appears to be a stuck cycle. Session execution "
+            "blocked to prevent resource waste."
+        ),
+        _cycle_key,
+    ),
     Rule(
         "ping_pong", "warning",
         lambda f, lim: lim.ping_pong and f.ping_pong.count >= lim.warning and _pp_warns(f, lim),
@@ -648,6 +793,18 @@ RULES: tuple[Rule, ...] = (
         ),
         lambda f: f"error:{f.call.tool_name}:{f.errors.latest_result_hash}",
     ),
+    # Below every critical, so that a cycle's warning never turns an existing block into a
+    # warning.
+    Rule(
+        "cycle", "warning",
+        lambda f, lim: lim.cycle and f.cycle.count >= lim.warning,
+        lambda f, _: f.cycle.count,
+        lambda f, n: (
+            f"WARNING: {_cycle_text(f, n)} This looks like a no-progress loop; change your "
+            "approach or report the task as failed."
+        ),
+        _cycle_key,
+    ),
     Rule(
         "argument_churn", "warning",
         lambda f, lim: lim.argument_churn and f.churn.count >= lim.warning,
@@ -678,7 +835,7 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
-_LIVENESS_DETECTORS = frozenset({"known_poll_no_progress", "ping_pong", "argument_churn"})
+_LIVENESS_DETECTORS = frozenset({"known_poll_no_progress", "ping_pong", "cycle", "argument_churn"})
 
 
 def evaluate(facts: Facts, limits: Limits, rules: Iterable[Rule] = RULES) -> Detection | None:

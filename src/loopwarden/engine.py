@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections import deque
 from time import time_ns as _time_ns
 from typing import Any
 
@@ -57,6 +58,10 @@ _DETECTOR_LOG: dict[tuple[str, str], tuple[int, str]] = {
         logging.ERROR, "Critical ping-pong loop detected: alternating calls count={n} currentTool={tool}"),
     ("ping_pong", "warning"): (
         logging.WARNING, "Ping-pong loop warning: alternating calls count={n} currentTool={tool}"),
+    ("cycle", "critical"): (
+        logging.ERROR, "Critical cycle loop detected: repeating cycle count={n} currentTool={tool}"),
+    ("cycle", "warning"): (
+        logging.WARNING, "Cycle loop warning: repeating cycle count={n} currentTool={tool}"),
     ("generic_repeat", "critical"): (
         logging.ERROR, "Critical generic loop detected: {tool} repeated {n} times"),
     ("argument_churn", "warning"): (
@@ -86,6 +91,7 @@ def limits_for(config: LoopDetectionConfig) -> Limits:
         progress=config.progress_aware,
         eased_critical=min(config.global_circuit_breaker_threshold,
                            max(config.critical_threshold + 1, config.critical_threshold * 3 // 2)),
+        cycle=d.cycle,
     )
 
 
@@ -427,10 +433,12 @@ class LoopDetector:
         this tool, pending or with a no-progress flag or an outcome kind, and the record W back
         to be this tool too. Unknown-tool streaks skip vetoes of any tool, so a newest veto or
         unknown-tool record always measures. Ping-pong needs the W - 1 newest records to
-        alternate between the newest call and this one. Error streaks skip other tools, so
-        they measure whenever the run holds enough records with an error identity."""
+        alternate between the newest call and this one. A cycle needs this call earlier in
+        the run, k steps back (see :func:`_cycle_possible`). Error streaks skip other tools,
+        so they measure whenever the run holds enough records with an error identity."""
         limits = self.limits
-        if len(view.by_key.get(call.args_hash, ())) >= limits.warning:
+        same = view.by_key.get(call.args_hash, ())
+        if len(same) >= limits.warning:
             return False
         if limits.error_repeat_on and view.errors >= min(limits.error_repeat, limits.critical):
             return False
@@ -447,6 +455,8 @@ class LoopDetector:
                 and records[-limits.warning].tool_name == call.tool_name
             ):
                 return False
+        if same and limits.cycle and _cycle_possible(records, call.args_hash, limits.warning):
+            return False
         if len(records) < 2 or records[-2].args_hash != call.args_hash:
             return True
         tail = limits.warning - 1  # a ping-pong count is its alternating tail plus this call
@@ -485,6 +495,33 @@ def error_identity(args_hash: str, error: Any) -> str:
     if _STATUS_ONLY.fullmatch(masked):
         masked = f"{args_hash}\x00{masked}"
     return hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
+def _cycle_possible(records: deque[CallRecord], cur: str, warning: int) -> bool:
+    """Could ``cur`` continue a cycle of period k (3-6) that counts ``warning``? Such a cycle's
+    tail holds at least 2k - 1 records, with this call k steps back and the newest record's
+    call k + 1 steps back. A veto among the newest seven records may be a retry, which takes
+    no step (the steps then reach further back): measure then. (The newest record is never a
+    veto here: the gate has already measured that case.)"""
+    n = len(records)
+    if n < 5 or n + 1 < warning:
+        return False
+    # One look-up per record: this runs on every call that gets this far.
+    newest = records[-1].args_hash
+    r2, r3, r4, r5 = records[-2], records[-3], records[-4], records[-5]
+    if cur == r3.args_hash and newest == r4.args_hash:
+        return True
+    veto = OUTCOME_VETO
+    if n < 7:
+        return veto in (r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind,
+                        records[-6].outcome_kind if n == 6 else None)
+    r6, r7 = records[-6], records[-7]
+    if (
+        (cur == r4.args_hash and newest == r5.args_hash)
+        or (n >= 9 and cur == r5.args_hash and newest == r6.args_hash)
+        or (n >= 11 and cur == r6.args_hash and newest == r7.args_hash)
+    ):
+        return True
+    return veto in (r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind,
+                    r6.outcome_kind, r7.outcome_kind)
 
 
 def _log_detection(detection: Detection, tool: str) -> None:
