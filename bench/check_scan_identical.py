@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,12 +39,21 @@ def scan(folder: str, preset: str) -> bytes:
     done = subprocess.run(
         # loopwarden.cli: ``python -m loopwarden`` is the demo, which ignores these arguments.
         [sys.executable, "-m", "loopwarden.cli", "scan", "--json", "--preset", preset, folder],
-        capture_output=True, check=False, cwd=SHARED,
+        capture_output=True, check=False, cwd=SHARED, env=_absolute_pythonpath(),
     )
     if done.returncode not in (0, 1):
         sys.exit(f"scan {folder} --preset {preset} failed ({done.returncode}):\n"
                  f"{done.stderr.decode(errors='replace')}")
     return done.stdout
+
+
+def _absolute_pythonpath() -> dict[str, str]:
+    """The environment with PYTHONPATH made absolute: the scans run in SHARED, where a
+    relative ``PYTHONPATH=src`` would silently fall back to the installed loopwarden."""
+    env = dict(os.environ)
+    entries = env.get("PYTHONPATH", "").split(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(e) for e in entries if e)
+    return env
 
 
 def first_difference(old: bytes, new: bytes) -> str:
