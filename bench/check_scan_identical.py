@@ -15,24 +15,45 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+def _shared() -> Path:
+    """The shared folder next to the checkout: ``/work/shared`` for ``/work/main`` and for a
+    worktree ``/work/wt/NAME`` alike (a fixed parent count found it for one of them only)."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "shared").is_dir():
+            return parent / "shared"
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+SHARED = _shared()
 FOLDERS = ("corpus/raw", "corpus/normalized", "corpus2/normalized")
 PRESETS = ("openclaw", "early")
 
 
 def scan(folder: str, preset: str) -> bytes:
     done = subprocess.run(
-        [sys.executable, "-m", "loopwarden", "scan", "--json", "--preset", preset, folder],
-        capture_output=True, check=False, cwd=SHARED,
+        # loopwarden.cli: ``python -m loopwarden`` is the demo, which ignores these arguments.
+        [sys.executable, "-m", "loopwarden.cli", "scan", "--json", "--preset", preset, folder],
+        capture_output=True, check=False, cwd=SHARED, env=_absolute_pythonpath(),
     )
     if done.returncode not in (0, 1):
         sys.exit(f"scan {folder} --preset {preset} failed ({done.returncode}):\n"
                  f"{done.stderr.decode(errors='replace')}")
     return done.stdout
+
+
+def _absolute_pythonpath() -> dict[str, str]:
+    """The environment with PYTHONPATH made absolute: the scans run in SHARED, where a
+    relative ``PYTHONPATH=src`` would silently fall back to the installed loopwarden."""
+    env = dict(os.environ)
+    entries = env.get("PYTHONPATH", "").split(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(e) for e in entries if e)
+    return env
 
 
 def first_difference(old: bytes, new: bytes) -> str:
@@ -54,6 +75,7 @@ def main() -> int:
     mode.add_argument("--compare", type=Path, metavar="DIR", help="compare with outputs here")
     options = parser.parse_args()
     differing = 0
+    scanned = 0
     for folder in FOLDERS:
         if not (SHARED / folder).is_dir():
             print(f"skip {folder}: not present")
@@ -61,6 +83,7 @@ def main() -> int:
         for preset in PRESETS:
             name = f"{folder.replace('/', '_')}.{preset}.json"
             out = scan(folder, preset)
+            scanned += 1
             digest = hashlib.sha256(out).hexdigest()[:16]
             if options.write:
                 options.write.mkdir(parents=True, exist_ok=True)
@@ -73,6 +96,9 @@ def main() -> int:
             else:
                 differing += 1
                 print(f"DIFFERENT  {name}: {first_difference(reference, out)}")
+    if not scanned:
+        print(f"no corpus folder found under {SHARED}: nothing was checked")
+        return 1
     return 1 if differing else 0
 
 

@@ -19,6 +19,8 @@ from .config import (
     PRESETS,
     ConfigError,
     LoadedConfig,
+    LoopDetectionConfig,
+    _key_segment,  # key paths spelled as config errors spell them
     load_config_with_origins,
 )
 
@@ -92,6 +94,7 @@ def check(
             f"agent {agent!r} has no tools.loopDetection override in this config; "
             "showing the global values",
         )
+    notes += _ignored_by_exemption(loaded)
     rows = list(_rows(loaded, repairs.repaired))
     if as_json:
         typer.echo(json.dumps(_as_json(loaded, path, agent, rows, repairs.messages, notes),
@@ -101,10 +104,19 @@ def check(
 
 
 # (camelCase key path, effective value, origin): origin is "default", "preset <name>",
-# "global", "agent", or "repaired" (a value raised by the order repair).
+# "global", "agent", "repaired" (a value raised by the order repair), and for a perTool
+# threshold the entry left out, "inherited" (the top-level value) or "fitted" (moved to stay
+# in order around the entry's own thresholds).
 _Row = tuple[str, object, str]
 
-_ORIGIN_LABELS = {"global": "config (global block)", "agent": "config (agent block)"}
+_ORIGIN_LABELS = {
+    "global": "config (global block)",
+    "agent": "config (agent block)",
+    "inherited": "top-level value",
+    "fitted": "top-level value, moved to stay in order",
+}
+
+_TOOL_KEYS = ("warningThreshold", "criticalThreshold", "globalCircuitBreakerThreshold")
 
 
 def _as_json(
@@ -119,14 +131,70 @@ def _as_json(
     return {
         "path": str(path),
         "agent": agent,
-        "config": config.model_dump(by_alias=True, mode="json"),
+        "config": _config_json(config),
         "origins": {key: origin for key, _, origin in rows},
         "globalBlock": loaded.global_block,
         "agentBlock": loaded.agent_block,
         "derived": {key: getattr(config, attr) for key, attr in _DERIVED},
+        "effectivePerTool": {
+            pattern: _effective_entry(config, pattern) for pattern in config.per_tool
+        },
         "repairs": repairs,
         "notes": notes,
     }
+
+
+def _config_json(config: LoopDetectionConfig) -> dict[str, Any]:
+    """The config as a loopDetection block would hold it: perTool entries with the keys they
+    set (a null threshold would not validate), and no perTool key when there is none."""
+    data = config.model_dump(by_alias=True, mode="json", exclude={"per_tool"})
+    if config.per_tool:
+        data["perTool"] = {
+            pattern: entry.model_dump(by_alias=True, mode="json", exclude_none=True)
+            for pattern, entry in config.per_tool.items()
+        }
+    return data
+
+
+def _effective_entry(config: LoopDetectionConfig, pattern: str) -> dict[str, Any]:
+    thresholds = config.tool_thresholds(pattern)  # the pattern itself names its own entry
+    if thresholds is None:
+        return {"exempt": True}
+    return {"exempt": False, **dict(zip(_TOOL_KEYS, thresholds, strict=True))}
+
+
+def _ignored_by_exemption(loaded: LoadedConfig) -> list[str]:
+    """Thresholds merged into an exempt entry from the other scope have no effect: say so."""
+    notes = []
+    for pattern, entry in loaded.config.per_tool.items():
+        prefix = "perTool" + _key_segment(pattern)
+        ignored = [key for key in _TOOL_KEYS if f"{prefix}.{key}" in loaded.origins]
+        if entry.exempt and ignored:
+            notes.append(f"{prefix} is exempt, so its {', '.join(ignored)} has no effect "
+                         "(an exempt tool gets no verdicts; exempt: false makes it apply)")
+    return notes
+
+
+def _tool_rows(loaded: LoadedConfig, repaired: set[str]) -> Iterator[_Row]:
+    """Rows for each perTool entry: exempt, and a non-exempt tool's effective thresholds."""
+    config, origins = loaded.config, loaded.origins
+    top = (config.warning_threshold, config.critical_threshold,
+           config.global_circuit_breaker_threshold)
+    for pattern, entry in config.per_tool.items():
+        prefix = "perTool" + _key_segment(pattern)
+        yield f"{prefix}.exempt", entry.exempt, origins.get(f"{prefix}.exempt", "default")
+        thresholds = config.tool_thresholds(pattern)
+        if thresholds is None:
+            continue
+        for key, value, inherited in zip(_TOOL_KEYS, thresholds, top, strict=True):
+            path = f"{prefix}.{key}"
+            if path in repaired:
+                origin = "repaired"
+            elif path in origins:
+                origin = origins[path]
+            else:
+                origin = "inherited" if value == inherited else "fitted"
+            yield path, value, origin
 
 
 def _rows(loaded: LoadedConfig, repaired: set[str]) -> Iterator[_Row]:
@@ -135,6 +203,9 @@ def _rows(loaded: LoadedConfig, repaired: set[str]) -> Iterator[_Row]:
     for name, field in type(config).model_fields.items():
         key = field.alias or name
         value = getattr(config, name)
+        if name == "per_tool":
+            yield from _tool_rows(loaded, repaired)
+            continue
         if isinstance(value, BaseModel):  # detectors / postCompactionGuard
             for sub_name, sub_field in type(value).model_fields.items():
                 sub_key = f"{key}.{sub_field.alias or sub_name}"
@@ -168,7 +239,7 @@ def _print_table(
         caption=Text("\n".join(blocks)) if blocks else None,
         caption_justify="left",
     )
-    table.add_column("key")
+    table.add_column("key", overflow="fold")  # long perTool key paths wrap, not cut
     table.add_column("value")
     table.add_column("from")
     for key, value, origin in rows:

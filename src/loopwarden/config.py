@@ -5,6 +5,10 @@ OpenClaw keeps loop detection under ``tools.loopDetection`` with per-agent overr
 Validation follows the V1/V2 zod schema (spec §a.2), block by block and only for the keys each
 block has; the blocks are then merged (§a.4), and only the merged result gets preset defaults
 and, when it breaks the threshold order, the V1 run-time repair (§a.3) with a logged warning.
+
+``perTool`` (a loopwarden extension) maps tool names and globs to an exemption or thresholds
+of their own; it merges per pattern, key by key, and its thresholds are resolved against the
+effective top-level ones (:meth:`LoopDetectionConfig.tool_thresholds`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from fnmatch import fnmatchcase
+from typing import Any, Final, Literal, get_args, get_origin
 
 import json5
 from pydantic import (
@@ -42,6 +47,7 @@ __all__ = [
     "DetectorsConfig",
     "LoadedConfig",
     "LoopDetectionConfig",
+    "PerToolConfig",
     "PostCompactionGuardConfig",
     "config_from_mapping",
     "load_config",
@@ -361,6 +367,98 @@ _THRESHOLD_ORDER: Final = (
 )
 
 
+# The thresholds a perTool entry may set, lowest first.
+_TOOL_THRESHOLDS: Final = (
+    "warning_threshold", "critical_threshold", "global_circuit_breaker_threshold"
+)
+
+
+class PerToolConfig(_ConfigModel):
+    """One ``tools.loopDetection.perTool`` entry: for the tools its pattern matches, either no
+    verdicts at all (``exempt``) or thresholds of their own.
+
+    Thresholds left out follow the top-level ones, moved as needed to stay in order around
+    the ones given (see :meth:`LoopDetectionConfig.tool_thresholds`).
+    """
+
+    exempt: bool = False
+    warning_threshold: int | None = None
+    critical_threshold: int | None = None
+    global_circuit_breaker_threshold: int | None = None
+
+    _exempt = field_validator("exempt", mode="before")(_strict_bool)
+    _ints = field_validator(*_TOOL_THRESHOLDS, mode="before")(_positive_int)
+
+    @model_validator(mode="after")
+    def _check_entry(self, info: ValidationInfo) -> Self:
+        """Like a block's order rule (spec §a.2), for what this one entry sets together; an
+        agent's entry merged over a global one is repaired instead (see ``tool_thresholds``)."""
+        if isinstance(info.context, _MergedScopes):
+            return self
+        explicit = self.model_fields_set
+        if self.exempt:
+            given = next((name for name in _TOOL_THRESHOLDS if name in explicit), None)
+            if given is not None:
+                raise PydanticCustomError(
+                    "exempt_thresholds",
+                    "an exempt tool gets no verdicts, so it takes no thresholds; "
+                    "remove exempt or {key}",
+                    {"key": to_camel(given), _CTX_PATH: "exempt", _CTX_VALUE: True},
+                )
+        for lower, upper, _ in _THRESHOLD_ORDER:
+            if lower in explicit and upper in explicit:
+                low, high = getattr(self, lower), getattr(self, upper)
+                if low >= high:
+                    raise PydanticCustomError(
+                        "threshold_order",
+                        "must be greater than {lower} ({low}) in the same perTool entry",
+                        {"lower": to_camel(lower), "low": low,
+                         _CTX_PATH: to_camel(upper), _CTX_VALUE: high},
+                    )
+        return self
+
+
+class _FrozenDict(dict[str, PerToolConfig]):
+    """The ``perTool`` mapping: read-only and hashable, so the config stays immutable and
+    hashable (the engine caches limits per tool name on that)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("perTool is read-only; use with_overrides(per_tool=...)")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+
+    def copy(self) -> _FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+
+_GLOB_CHARS: Final = frozenset("*?[")
+
+
+def _tool_patterns(value: object) -> object:
+    """``perTool`` must be an object whose keys are tool names or globs (non-empty text)."""
+    if isinstance(value, _FrozenDict):
+        return value
+    if not isinstance(value, Mapping):
+        raise PydanticCustomError("object", "must be an object")
+    for key in value:
+        if not isinstance(key, str) or not key:
+            raise PydanticCustomError(
+                "tool_pattern",
+                "a tool name or glob must be a non-empty string",
+                {_CTX_PATH: str(key), _CTX_VALUE: key},
+            )
+    return value
+
+
 class _LoopDetectionBlock(_ConfigModel):
     """One ``loopDetection`` object as written: every key checked on its own, and the in-object
     order rule (spec §a.2) for the thresholds it sets together. Nothing is derived here.
@@ -380,6 +478,7 @@ class _LoopDetectionBlock(_ConfigModel):
     post_compaction_guard: PostCompactionGuardConfig = Field(
         default_factory=PostCompactionGuardConfig
     )
+    per_tool: Mapping[str, PerToolConfig] = Field(default_factory=_FrozenDict)
     preset: PresetName = "openclaw"
 
     _enabled = field_validator("enabled", mode="before")(_optional_bool)
@@ -387,6 +486,21 @@ class _LoopDetectionBlock(_ConfigModel):
     _objects = field_validator("detectors", "post_compaction_guard", mode="before")(
         _object_or_model
     )
+
+    _patterns = field_validator("per_tool", mode="before")(_tool_patterns)
+
+    @field_validator("per_tool", mode="after")
+    @classmethod
+    def _freeze(cls, value: Mapping[str, PerToolConfig]) -> Mapping[str, PerToolConfig]:
+        if isinstance(value, _FrozenDict):
+            return value
+        # Exempt wins over thresholds an entry merged from another scope brought (within one
+        # entry they are an error): an exempt tool has no use for them.
+        return _FrozenDict({
+            pattern: PerToolConfig(exempt=True)
+            if entry.exempt and entry.model_fields_set - {"exempt"} else entry
+            for pattern, entry in value.items()
+        })
 
     @field_validator("preset", mode="before")
     @classmethod
@@ -430,7 +544,7 @@ class LoopDetectionConfig(_LoopDetectionBlock):
     def _resolve(self, info: ValidationInfo) -> Self:
         # Runs after the inherited order check, once per validation.
         self._apply_preset()
-        repairs = self._repair_order()
+        repairs = self._repair_order() + self._tool_repairs()
         if repairs:
             label = info.context.label if isinstance(info.context, _MergedScopes) else None
             logger.warning(
@@ -459,6 +573,56 @@ class LoopDetectionConfig(_LoopDetectionBlock):
                 )
                 repairs.append((upper, text))
         return repairs
+
+    def _tool_repairs(self) -> list[tuple[str, str]]:
+        """Per-tool thresholds set out of order (only possible across scopes) are repaired
+        like the top-level ones; logged once, here, with them."""
+        top = self._top_thresholds()
+        repairs: list[tuple[str, str]] = []
+        for pattern, entry in self.per_tool.items():
+            if not entry.exempt:
+                repairs += _fit_thresholds(entry, top, _child_path("perTool", pattern))[1]
+        return repairs
+
+    def _top_thresholds(self) -> tuple[int, int, int]:
+        return (self.warning_threshold, self.critical_threshold,
+                self.global_circuit_breaker_threshold)
+
+    def tool_rule(self, tool_name: str) -> tuple[str, PerToolConfig] | None:
+        """The ``perTool`` entry that applies to ``tool_name``, with its pattern, or None.
+
+        The entry named exactly after the tool wins; otherwise the longest matching glob
+        (``fnmatch`` syntax, case-sensitive), the alphabetically first of equally long ones.
+        One entry applies as a whole: keys it leaves out come from the top level, never from
+        another matching pattern.
+        """
+        rules = self.per_tool
+        if not rules:
+            return None
+        entry = rules.get(tool_name)
+        if entry is not None:
+            return tool_name, entry
+        best: str | None = None
+        for pattern in rules:
+            if _GLOB_CHARS.isdisjoint(pattern) or not fnmatchcase(tool_name, pattern):
+                continue
+            if best is None or (-len(pattern), pattern) < (-len(best), best):
+                best = pattern
+        return None if best is None else (best, rules[best])
+
+    def tool_thresholds(self, tool_name: str) -> tuple[int, int, int] | None:
+        """(warning, critical, global circuit breaker) for detections about ``tool_name``;
+        None when its ``perTool`` entry exempts it.
+
+        Thresholds the entry leaves out are the top-level ones, moved only as far as needed
+        to stay in order around those it sets (``criticalThreshold: 5`` alone warns at 4).
+        """
+        rule = self.tool_rule(tool_name)
+        if rule is None:
+            return self._top_thresholds()
+        if rule[1].exempt:
+            return None
+        return _fit_thresholds(rule[1], self._top_thresholds(), "")[0]
 
     @property
     def rolling_enabled(self) -> bool:
@@ -515,11 +679,61 @@ class LoopDetectionConfig(_LoopDetectionBlock):
             current = data.get(alias)
             if isinstance(value, BaseModel):
                 value = value.model_dump(by_alias=True, exclude_unset=True)
-            if isinstance(current, Mapping) and isinstance(value, Mapping):
+            if alias == _PER_TOOL and isinstance(current, Mapping) and isinstance(value, Mapping):
+                value = _merge_per_tool(current, value)
+            elif isinstance(current, Mapping) and isinstance(value, Mapping):
                 nested = type(self).model_fields[_field_name(alias)].annotation
                 value = _merge_keywise(current, value, nested)
             data[alias] = value
         return type(self).model_validate(data)
+
+
+def _fit_thresholds(
+    entry: PerToolConfig, top: tuple[int, int, int], where: str
+) -> tuple[tuple[int, int, int], list[tuple[str, str]]]:
+    """An entry's effective (warning, critical, breaker) and the repairs of values it set.
+
+    Inherited values first move down to fit below the entry's own (never below 1); then, as
+    spec §a.3 does, each upper value still not above the one below it is raised. Only the
+    raising of an explicit value is a repair (reported with its key path under ``where``).
+    """
+    top_warning, top_critical, top_breaker = top
+    breaker = entry.global_circuit_breaker_threshold or top_breaker
+    critical = entry.critical_threshold or max(1, min(top_critical, breaker - 1))
+    warning = entry.warning_threshold or max(1, min(top_warning, critical - 1))
+    repairs: list[tuple[str, str]] = []
+    if critical <= warning:
+        if entry.critical_threshold is not None:
+            repairs.append(_repair_text(where, "critical_threshold", critical,
+                                        "warning_threshold", warning))
+        critical = warning + 1
+    if breaker <= critical:
+        if entry.global_circuit_breaker_threshold is not None:
+            repairs.append(_repair_text(where, "global_circuit_breaker_threshold", breaker,
+                                        "critical_threshold", critical))
+        breaker = critical + 1
+    return (warning, critical, breaker), repairs
+
+
+def _repair_text(where: str, upper: str, high: int, lower: str, low: int) -> tuple[str, str]:
+    key = _join_path(where, to_camel(upper))
+    return key, f"{key} {high} -> {low + 1} (must be above {to_camel(lower)} {low})"
+
+
+def _merge_per_tool(base: Mapping[str, Any], over: Mapping[Any, Any]) -> dict[Any, Any]:
+    """``perTool`` merges per pattern, and within a pattern key by key: a later entry (the
+    agent's, an override's) changes only the keys it gives."""
+    merged = dict(base)
+    for pattern, entry in over.items():
+        earlier = merged.get(pattern)
+        if isinstance(entry, BaseModel):
+            entry = entry.model_dump(by_alias=True, exclude_unset=True)
+        if isinstance(earlier, BaseModel):
+            earlier = earlier.model_dump(by_alias=True, exclude_unset=True)
+        if isinstance(earlier, Mapping) and isinstance(entry, Mapping):
+            entry = _merge_keywise(earlier, entry, PerToolConfig)
+        merged[pattern] = entry
+    return merged
 
 
 def _field_name(alias: str) -> str:
@@ -551,26 +765,42 @@ def _config_error(exc: ValidationError, model: type[BaseModel]) -> ConfigError:
 def _issues(err: Mapping[str, Any], model: type[BaseModel]) -> list[Issue]:
     loc = tuple(err.get("loc", ()))
     ctx = err.get("ctx") or {}
-    path = ".".join(str(part) for part in loc)
     value = ctx.get(_CTX_VALUE, err.get("input"))
     if _CTX_PATH in ctx:
         loc = (*loc, ctx[_CTX_PATH])
-        path = ".".join(str(part) for part in loc)
+    path = _loc_path(loc)
     if err.get("type") == "extra_forbidden":
         known = ", ".join(_aliases_at(model, loc[:-1]))
         return [(path, f"unknown key (valid keys: {known})", value)]
     return [(path, str(err.get("msg", "invalid value")), value)]
 
 
+def _loc_path(loc: Sequence[Any]) -> str:
+    """A pydantic location as a key path: ``perTool["browser*"].warningThreshold``."""
+    path = ""
+    for part in loc:
+        segment = f"[{part}]" if isinstance(part, int) else _key_segment(str(part))
+        path = _join_path(path, segment.removeprefix("."))
+    return path
+
+
 def _aliases_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
     """The valid keys of the (nested) object at ``loc``, for "unknown key" hints."""
     current: Any = model
-    for part in loc:
+    parts = iter(loc)
+    for part in parts:
         fields = {f.alias or n: f for n, f in current.model_fields.items()}
         field = fields.get(part)
-        if field is None or not isinstance(field.annotation, type):
+        if field is None:
             return []
-        current = field.annotation
+        annotation = field.annotation
+        if get_origin(annotation) is Mapping:  # perTool: the next part is a pattern
+            annotation = get_args(annotation)[1]
+            if next(parts, None) is None:
+                return []
+        if not isinstance(annotation, type):
+            return []
+        current = annotation
     return [f.alias or n for n, f in current.model_fields.items()]
 
 
@@ -895,12 +1125,14 @@ def _block_keys(block: _Block, source: str | None) -> dict[str, Any]:
 
 
 _NESTED_KEYS: Final = ("detectors", "postCompactionGuard")
+_PER_TOOL: Final = "perTool"
 
 
 def _merge(
     global_: Mapping[str, Any], agent: Mapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Scope]]:
-    """Spec §a.4 (V1/V2): agent wins per top-level key; nested objects merge key-wise.
+    """Spec §a.4 (V1/V2): agent wins per top-level key; nested objects merge key-wise, and
+    ``perTool`` per pattern, then key-wise within the pattern's entry.
 
     An agent's ``enabled: null`` means "not set here" and keeps the global value. Also returns
     the scope each merged key path came from.
@@ -912,7 +1144,11 @@ def _merge(
         for key, value in keys.items():
             if key == "enabled" and value is None and scope == "agent":
                 continue
-            if key in _NESTED_KEYS:
+            if key == _PER_TOOL:
+                merged[key] = _merge_per_tool(merged.get(key, {}), value)
+                origins.update((f"{_child_path(key, pattern)}.{sub}", scope)
+                               for pattern, entry in value.items() for sub in entry)
+            elif key in _NESTED_KEYS:
                 merged[key] = {**merged.get(key, {}), **value}
                 origins.update((f"{key}.{sub}", scope) for sub in value)
             else:

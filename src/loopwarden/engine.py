@@ -7,6 +7,7 @@ methods take an already fingerprinted :class:`Prospect` and an already normalise
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
@@ -45,6 +46,8 @@ __all__ = ["LoopDetector", "limits_for", "resolve_registry"]
 log = logging.getLogger("loopwarden.detection")
 
 _PREPARED_CACHE_SIZE = 1024
+_TOOL_LIMITS_CACHE_SIZE = 1024  # tool names: a model can invent any number of them
+_UNRESOLVED = Limits()  # a cache-miss marker (compared by identity)
 _PREPARED_MAX_ARGS = 8192  # bytes of canonical JSON: the cache holds at most ~8 MB
 
 _DETECTOR_LOG: dict[tuple[str, str], tuple[int, str]] = {
@@ -89,10 +92,29 @@ def limits_for(config: LoopDetectionConfig) -> Limits:
         argument_churn=d.argument_churn,
         error_repeat_on=config.error_repeat_enabled,
         progress=config.progress_aware,
-        eased_critical=min(config.global_circuit_breaker_threshold,
-                           max(config.critical_threshold + 1, config.critical_threshold * 3 // 2)),
+        eased_critical=_eased_critical(config.critical_threshold,
+                                       config.global_circuit_breaker_threshold),
         cycle=d.cycle,
     )
+
+
+def _eased_critical(critical: int, breaker: int) -> int:
+    return min(breaker, max(critical + 1, critical * 3 // 2))
+
+
+def _with_tool_thresholds(
+    config: LoopDetectionConfig, base: Limits, tool_name: str
+) -> Limits | None:
+    """``base`` with ``tool_name``'s ``perTool`` thresholds, or None when it is exempt."""
+    thresholds = config.tool_thresholds(tool_name)
+    if thresholds is None:
+        return None
+    warning, critical, breaker = thresholds
+    if (warning, critical, breaker) == (base.warning, base.critical, base.global_breaker):
+        return base
+    return dataclasses.replace(
+        base, warning=warning, critical=critical, global_breaker=breaker,
+        eased_critical=_eased_critical(critical, breaker))
 
 
 def resolve_registry(profiles: object) -> ProfileRegistry:
@@ -111,8 +133,8 @@ class LoopDetector:
     """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
 
     __slots__ = (
-        "_extended_unknown", "_history_size", "_learn", "_mask", "_prepared", "_prepared_for",
-        "_progress", "config", "limits", "registry",
+        "_extended_unknown", "_history_size", "_learn", "_mask", "_per_tool", "_prepared",
+        "_prepared_for", "_progress", "_tool_limits", "config", "limits", "registry",
     )
 
     def __init__(
@@ -127,11 +149,33 @@ class LoopDetector:
         self._extended_unknown = self.config.extended_unknown_tools
         self._history_size = self.config.history_size
         self._progress = self.config.progress_aware
+        # perTool: limits resolved once per tool name (None: exempt). Empty perTool skips all.
+        self._per_tool = bool(self.config.per_tool)
+        self._tool_limits: dict[str, Limits | None] = {}
         # Fingerprints of recent calls by their canonical arguments: the guard's after-call
         # hook, and every repeat of a looping call, then skip hashing, profile look-ups and
         # the write-target hash. Valid for one registry snapshot (profiles can change).
         self._prepared: dict[tuple[str, bytes], Prospect] = {}
         self._prepared_for: object = None
+
+    def limits_for_tool(self, tool_name: str) -> Limits | None:
+        """The limits of detections whose subject is ``tool_name`` (canonical, as in
+        :class:`Prospect`): its ``perTool`` thresholds, or None when it is exempt."""
+        if not self._per_tool:
+            return self.limits
+        cache = self._tool_limits
+        limits = cache.get(tool_name, _UNRESOLVED)
+        if limits is not _UNRESOLVED:
+            return limits
+        limits = _with_tool_thresholds(self.config, self.limits, tool_name)
+        if len(cache) >= _TOOL_LIMITS_CACHE_SIZE:
+            cache.clear()  # as for _prepared: one atomic call, safe under threads
+        cache[tool_name] = limits
+        return limits
+
+    def is_exempt(self, tool_name: str) -> bool:
+        """Whether ``perTool`` exempts ``tool_name`` from every verdict."""
+        return self._per_tool and self.limits_for_tool(tool_name) is None
 
     # -- fingerprinting ----------------------------------------------------------------------
 
@@ -408,7 +452,9 @@ class LoopDetector:
             state.rebind(pending, call.args_hash)
         pending.mutation_target_hash = call.mutation_target_hash
         churn = write_churn(state, run, call, skip=pending)
-        return {"active": churn.count >= self.limits.warning, "count": churn.count,
+        limits = self.limits_for_tool(call.tool_name)
+        active = limits is not None and churn.count >= limits.warning
+        return {"active": active, "count": churn.count,
                 "variantCount": churn.variant_count, "matchedPendingCall": True,
                 "executionParamsChanged": changed}
 
@@ -423,7 +469,7 @@ class LoopDetector:
         return self.detect_prepared(state, self.prepare(tool_name, args),
                                     run_id=normalize_run_id(run_id))
 
-    def _nothing_can_fire(self, view: RunView, call: Prospect) -> bool:
+    def _nothing_can_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
         """A conservative O(1) test that no rule can fire, so most calls skip measuring.
 
         Every threshold but the unknown-tool and error-repeat ones is at least
@@ -436,7 +482,6 @@ class LoopDetector:
         alternate between the newest call and this one. A cycle needs this call earlier in
         the run, k steps back (see :func:`_cycle_possible`). Error streaks skip other tools,
         so they measure whenever the run holds enough records with an error identity."""
-        limits = self.limits
         same = view.by_key.get(call.args_hash, ())
         if len(same) >= limits.warning:
             return False
@@ -472,10 +517,13 @@ class LoopDetector:
     ) -> Detection | None:
         """:meth:`detect` for a prepared call; ``run_id`` must already be normalised."""
         run = run_id
-        view = state.run_view(run)
-        if view is None or self._nothing_can_fire(view, call):
+        limits = self.limits_for_tool(call.tool_name) if self._per_tool else self.limits
+        if limits is None:  # exempt: recorded like any call, never the subject of a verdict
             return None
-        detection = evaluate(Facts.measure(state, run, call, self.limits), self.limits)
+        view = state.run_view(run)
+        if view is None or self._nothing_can_fire(view, call, limits):
+            return None
+        detection = evaluate(Facts.measure(state, run, call, limits), limits)
         if detection is not None:
             _log_detection(detection, call.tool_name)
         return detection

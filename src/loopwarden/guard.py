@@ -590,7 +590,8 @@ class LoopGuard:
         if guard is None and not self._post_outcome:  # the common case: no events possible
             return Verdict("allow", None, prospect.tool_name, call.call_id)
         step = _Step(Verdict("allow", None, prospect.tool_name, call.call_id))
-        if guard is not None and record is not None and self._compaction_on:
+        if (guard is not None and record is not None and self._compaction_on
+                and not detector.is_exempt(prospect.tool_name)):
             verdict = guard.observe(prospect.tool_name, prospect.args_hash, record.result_hash)
             if verdict.should_abort:
                 step.abort = CompactionLoopPersistedError.from_verdict(verdict)
@@ -691,7 +692,8 @@ class LoopGuard:
             key = f"{run}:{key}"
         # A detector with its own lower threshold (error repeat, a post-outcome critical) still
         # gets its first bucket.
-        bucket = max(1, detection.count // self.config.warning_threshold)
+        limits = self.detector.limits_for_tool(tool)  # perTool warningThreshold, if any
+        bucket = max(1, detection.count // (limits or self.detector.limits).warning)
         return state.remember_warning(key, bucket)
 
     @staticmethod
