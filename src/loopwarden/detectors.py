@@ -332,8 +332,14 @@ def ping_pong(state: SessionState, run: str | None, cur: str) -> PingPong:
 
 
 def _stable_sides(tail: list[CallRecord]) -> bool:
+    """Both sides of the alternation have one outcome each. A loop veto (a blocked attempt:
+    nothing ran) matches its side's outcome, so a model that keeps alternating after a block
+    stays blocked and climbs to the terminal stop; in OpenClaw the veto hid the evidence and
+    the alternation was allowed again until the veto left the window."""
     sides: dict[str, str] = {}
     for r in tail:
+        if r.outcome_kind == OUTCOME_VETO:
+            continue
         if r.result_hash is None:
             return False
         seen = sides.setdefault(r.args_hash, r.result_hash)
