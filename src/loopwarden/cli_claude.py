@@ -3,12 +3,18 @@
 Claude Code starts the command once per hook event, so the guard's state lives in a SQLite
 file between invocations. Register it in ``settings.json`` for ``PreToolUse``, ``PostToolUse``,
 ``PostToolUseFailure`` and ``PreCompact``.
+
+``--exit-behavior end`` (the default) stops Claude at the terminal stop — a second critical
+loop in the same prompt's run — with ``continue: false`` and the stop message as
+``stopReason``; ``error`` does the same (a command hook has no other way to end the run: exit
+code 2 only blocks the one call); ``continue`` only denies the call.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -23,6 +29,14 @@ __all__ = ["default_db_path", "register"]
 _EXIT_NON_BLOCKING_ERROR = 1
 # Claude Code sessions can be resumed days later; a week keeps them and still bounds the file.
 _IDLE_TTL_SECONDS = 7 * 24 * 3600
+
+
+class ExitBehaviorChoice(str, Enum):
+    """``--exit-behavior``: the values of ``ClaudeCodeHook.exit_behavior``."""
+
+    end = "end"
+    error = "error"
+    continue_ = "continue"
 
 
 def register(app: typer.Typer) -> None:
@@ -45,6 +59,12 @@ def claude_hook(
     agent: Annotated[str | None, typer.Option(
         "--agent", help="Agent id whose per-agent loopDetection override applies.",
     )] = None,
+    exit_behavior: Annotated[ExitBehaviorChoice, typer.Option(
+        "--exit-behavior", case_sensitive=False,
+        help="At the terminal stop (a second critical loop in the same prompt): 'end' stops "
+        "Claude (continue: false, the stop message as stopReason); 'error' does the same; "
+        "'continue' only denies the call.",
+    )] = ExitBehaviorChoice.end,
 ) -> None:
     """Guard Claude Code tool calls: reads one hook payload on stdin, writes the hook's
     answer on stdout (settings.json: PreToolUse, PostToolUse, PostToolUseFailure, PreCompact)."""
@@ -54,17 +74,22 @@ def claude_hook(
     if payload.get("hook_event_name") not in HANDLED_EVENTS:
         # Registered for an event loopwarden does not act on: answer at once, touch nothing.
         return
-    output = _handle(payload, db or default_db_path(), config, agent)
+    output = _handle(payload, db or default_db_path(), config, agent, exit_behavior.value)
     if output:
         typer.echo(json.dumps(output))
 
 
 def _handle(
-    payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None
+    payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None,
+    exit_behavior: str = "end",
 ) -> dict[str, Any]:
     from .config import ConfigError
     from .guard import LoopGuard
-    from .integrations.claude_code_hook import ClaudeCodeHook, HookPayloadError
+    from .integrations.claude_code_hook import (
+        ClaudeCodeHook,
+        HookPayloadError,
+        check_exit_behavior,
+    )
     from .stores.sqlite import SQLiteStore
 
     try:
@@ -77,7 +102,8 @@ def _handle(
         _fail(f"loopwarden: cannot create {db.parent}: {exc}")
     store = SQLiteStore(db, idle_ttl=_IDLE_TTL_SECONDS)
     try:
-        hook = ClaudeCodeHook(LoopGuard(config, store=store), agent_id=agent)
+        hook = ClaudeCodeHook(LoopGuard(config, store=store), agent_id=agent,
+                              exit_behavior=check_exit_behavior(exit_behavior))
         return hook.handle(payload)
     except HookPayloadError as exc:
         _fail(f"loopwarden: {exc}")
