@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from loopwarden import LoopDetectionConfig, LoopGuard, SQLiteStore, ToolCall
+from loopwarden import LoopBlockedError, LoopDetectionConfig, LoopGuard, SQLiteStore, ToolCall
 from loopwarden.integrations.mcp_proxy import McpLoopGuard
 
 mcp = pytest.importorskip("mcp")
@@ -75,6 +75,22 @@ async def test_an_async_burst_gathered_at_once_is_stopped() -> None:
     assert sum(v.action != "block" for v in verdicts) == 20
 
 
+async def test_a_gathered_decorated_tool_runs_at_most_20_times() -> None:
+    guard = make_guard()
+    ran = 0
+
+    @guard.tool
+    async def job_status(job: int) -> str:
+        nonlocal ran
+        ran += 1
+        await asyncio.sleep(0.05)  # all 25 are admitted before the first one finishes
+        return "running"
+
+    outcomes = await asyncio.gather(*(job_status(7) for _ in range(25)), return_exceptions=True)
+    assert ran == 20
+    assert sum(isinstance(o, LoopBlockedError) for o in outcomes) == 5
+
+
 def test_in_flight_calls_count_across_sqlite_connections(tmp_path: Path) -> None:
     # Two workers on one database: in flight is what the shared history says, not one process.
     db = tmp_path / "lw.db"
@@ -82,6 +98,24 @@ def test_in_flight_calls_count_across_sqlite_connections(tmp_path: Path) -> None
         first, second = (LoopGuard(LoopDetectionConfig(enabled=True), store=s) for s in (one, two))
         assert "block" not in _burst(first, 20, prefix="a")
         assert _burst(second, 3, prefix="b") == ["block"] * 3
+
+
+def test_in_flight_calls_count_across_redis_workers() -> None:
+    url = os.environ.get("LOOPWARDEN_REDIS_URL")
+    if not url:
+        pytest.skip("set LOOPWARDEN_REDIS_URL to run the Redis case")
+    from loopwarden.stores.redis import RedisStore
+
+    prefix = f"loopwarden-test-inflight-{os.getpid()}-{time.time_ns()}:"
+    # A fresh prefix, and keys that expire soon after the test.
+    stores = [RedisStore(url, prefix=prefix, idle_ttl=60) for _ in range(2)]
+    try:
+        first, second = (LoopGuard(LoopDetectionConfig(enabled=True), store=s) for s in stores)
+        assert "block" not in _burst(first, 20, prefix="a")
+        assert _burst(second, 3, prefix="b") == ["block"] * 3
+    finally:
+        for store in stores:
+            store.close()
 
 
 def test_sequential_hosts_are_unchanged() -> None:
