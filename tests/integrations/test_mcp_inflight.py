@@ -305,6 +305,19 @@ async def test_core_task_failure_and_cancellation() -> None:
     (record,) = core.guard.history("s")
     assert record.result_hash is not None
 
+    # A failed cancel (the task had finished) is not an outcome; the result still is.
+    core = _core()
+    await core.from_client(_call("f1", task={}))
+    await core.from_upstream(_created("f1", "tf"))
+    await core.from_client(_task_request("k0", "tasks/cancel", "tf"))
+    refused = {"jsonrpc": "2.0", "id": "k0",
+               "error": {"code": -32602, "message": "task tf is already completed"}}
+    assert await core.from_upstream(refused) is refused
+    assert core.guard.history("s")[0].pending
+    await core.from_client(_task_request("r0", "tasks/result", "tf"))
+    await core.from_upstream(_result("r0", "tf"))
+    assert core.guard.history("s")[0].result_hash is not None and not core.awaiting()
+
     # A cancelled task records nothing and forgets the link.
     core = _core()
     await core.from_client(_call("x1", task={}))

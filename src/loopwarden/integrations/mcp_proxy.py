@@ -153,9 +153,10 @@ class McpLoopGuard:
         self._seq = itertools.count(1)
         # Request key -> the partly blocked batch whose array answer it is part of.
         self._batches: dict[str, _PendingBatch] = {}
-        # taskId -> the call it runs; request key -> the task a tasks/* request is about.
+        # taskId -> the call it runs; request key -> the tasks/* method and the task it asks
+        # about.
         self._tasks: dict[str, _Task] = {}
-        self._task_requests: dict[str, str] = {}
+        self._task_requests: dict[str, tuple[str, str]] = {}
 
     async def from_client(self, message: Any) -> tuple[Any, list[Any]]:
         """Returns what to forward upstream (None: nothing) and the messages to send straight
@@ -246,7 +247,7 @@ class McpLoopGuard:
         if method in _TASK_METHODS and "id" in message and self._tasks:
             task_id = _task_param(message.get("params"))
             if task_id in self._tasks:
-                self._task_requests[_id_key(message["id"])] = task_id
+                self._task_requests[_id_key(message["id"])] = (method, task_id)
         if method == "notifications/cancelled":
             # The upstream will not answer a cancelled call; nothing is recorded for it.
             params = message.get("params")
@@ -301,8 +302,8 @@ class McpLoopGuard:
         key = _id_key(message["id"])
         flight = self._in_flight.pop(key, None)
         if flight is None:
-            task_id = self._task_requests.pop(key, None) if self._task_requests else None
-            return message if task_id is None else await self._task_answer(task_id, message)
+            asked = self._task_requests.pop(key, None) if self._task_requests else None
+            return message if asked is None else await self._task_answer(*asked, message)
         task_id = _created_task(message.get("result"))
         if task_id is not None:  # the call runs as a task: its outcome comes later
             self._tasks[task_id] = _Task(flight)
@@ -335,16 +336,19 @@ class McpLoopGuard:
             annotated = append_note(annotated, note)
         return {**message, "result": annotated}
 
-    async def _task_answer(self, task_id: str, message: dict[str, Any]) -> Any:
-        """The upstream's answer to a ``tasks/*`` request about a task of ours."""
+    async def _task_answer(self, method: str, task_id: str, message: dict[str, Any]) -> Any:
+        """The upstream's answer to a ``tasks/*`` request about a task of ours: for
+        ``tasks/result`` the call's own answer; for ``tasks/get`` and ``tasks/cancel`` the
+        task's state (an error there, e.g. cancelling a finished task, says nothing of it)."""
         task = self._tasks.get(task_id)
         if task is None:
             return message
         result = message.get("result")
-        if "error" in message or _is_final(result):  # tasks/result: the call's own answer
-            del self._tasks[task_id]
-            return await self._outcome(task.flight, message, task.notes)
-        if isinstance(result, dict):  # tasks/get, tasks/cancel: the task's state
+        if method == "tasks/result":
+            if "error" in message or _is_final(result):
+                del self._tasks[task_id]
+                return await self._outcome(task.flight, message, task.notes)
+        elif isinstance(result, dict):
             await self._task_status(result)
         return message
 
