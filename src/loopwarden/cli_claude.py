@@ -3,6 +3,11 @@
 Claude Code starts the command once per hook event, so the guard's state lives in a SQLite
 file between invocations. Register it in ``settings.json`` for ``PreToolUse``, ``PostToolUse``,
 ``PostToolUseFailure`` and ``PreCompact``.
+
+``--exit-behavior end`` (the default) stops Claude at the terminal stop — a second critical
+loop in the same prompt's run — with ``continue: false`` and the stop message as
+``stopReason``; ``error`` does the same (a command hook has no other way to end the run: exit
+code 2 only blocks the one call); ``continue`` only denies the call.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -30,6 +36,14 @@ _IDLE_TTL_SECONDS = 7 * 24 * 3600
 # milliseconds; a lock held longer (a stuck process, a copy tool) must not stall every tool
 # call of Claude Code: past this the hook fails open, logging the failure on stderr.
 _BUSY_TIMEOUT_SECONDS = 1.0
+
+
+class ExitBehaviorChoice(str, Enum):
+    """``--exit-behavior``: the values of ``ClaudeCodeHook.exit_behavior``."""
+
+    end = "end"
+    error = "error"
+    continue_ = "continue"
 
 
 def register(app: typer.Typer) -> None:
@@ -52,6 +66,12 @@ def claude_hook(
     agent: Annotated[str | None, typer.Option(
         "--agent", help="Agent id whose per-agent loopDetection override applies.",
     )] = None,
+    exit_behavior: Annotated[ExitBehaviorChoice, typer.Option(
+        "--exit-behavior", case_sensitive=False,
+        help="At the terminal stop (a second critical loop in the same prompt): 'end' stops "
+        "Claude (continue: false, the stop message as stopReason); 'error' does the same; "
+        "'continue' only denies the call.",
+    )] = ExitBehaviorChoice.end,
 ) -> None:
     """Guard Claude Code tool calls: reads one hook payload on stdin, writes the hook's
     answer on stdout (settings.json: PreToolUse, PostToolUse, PostToolUseFailure, PreCompact)."""
@@ -61,18 +81,23 @@ def claude_hook(
     if payload.get("hook_event_name") not in HANDLED_EVENTS:
         # Registered for an event loopwarden does not act on: answer at once, touch nothing.
         return
-    output = _handle(payload, db or default_db_path(), config, agent)
+    output = _handle(payload, db or default_db_path(), config, agent, exit_behavior.value)
     if output:
         typer.echo(json.dumps(output))
 
 
 def _handle(
-    payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None
+    payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None,
+    exit_behavior: str = "end",
 ) -> dict[str, Any]:
     from .config import ConfigError
     from .events import LoggingSink
     from .guard import LoopGuard
-    from .integrations.claude_code_hook import ClaudeCodeHook, HookPayloadError
+    from .integrations.claude_code_hook import (
+        ClaudeCodeHook,
+        HookPayloadError,
+        check_exit_behavior,
+    )
     from .stores.sqlite import SQLiteStore
 
     try:
@@ -90,7 +115,8 @@ def _handle(
     guard.sinks[:] = [sink for sink in guard.sinks if not isinstance(sink, LoggingSink)]
     try:
         with _problems_to_stderr():
-            return ClaudeCodeHook(guard, agent_id=agent).handle(payload)
+            return ClaudeCodeHook(guard, agent_id=agent,
+                                  exit_behavior=check_exit_behavior(exit_behavior)).handle(payload)
     except HookPayloadError as exc:
         _fail(f"loopwarden: {exc}")
     finally:

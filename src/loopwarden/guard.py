@@ -12,7 +12,8 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar, cast
 
@@ -24,7 +25,7 @@ from .engine import LoopDetector
 from .errors import LoopwardenError
 from .events import EventSink, LoggingSink, LoopEvent, deliver
 from .fingerprint import Outcome
-from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
+from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id, now_ms
 from .learning import Leaves, learn, learned_for, learned_hash
 from .stores.base import Store
 from .stores.memory import MemoryStore
@@ -222,6 +223,15 @@ class _Step:
 
 class LoopGuard:
     """Warn → dampen → block over a store, for one agent deployment (many sessions)."""
+
+    #: How long an admitted call counts as in flight while its outcome has not come: an
+    #: identical call admitted meanwhile counts it as a no-progress repeat, as OpenClaw counts
+    #: a batch's earlier siblings, so a burst of concurrent identical calls is stopped like the
+    #: same calls made one after another. Older calls without an outcome are not in flight (a
+    #: host that never calls ``after_tool_call`` would otherwise pile them up); 0 turns
+    #: in-flight counting off. Sequential hosts (each outcome reported before the next call)
+    #: never have a call in flight.
+    in_flight_seconds: float = 60.0
 
     def __init__(
         self,
@@ -530,7 +540,9 @@ class LoopGuard:
 
     # -- the shared core (runs inside a store transaction) -----------------------------------
 
-    def _before(self, state: SessionState, call: _Call) -> _Step | Verdict:
+    def _before(self, state: SessionState, call: _Call, *, live: bool = True) -> _Step | Verdict:
+        """``live`` is False for a call that already happened (``observe_call``): nothing of a
+        replayed history is in flight."""
         detector = self.detector
         prospect = call.prospect
         seen = state.open_call(call.run, call.call_id, prospect.tool_name, prospect.args_hash)
@@ -542,7 +554,12 @@ class LoopGuard:
             return Verdict("allow", None, prospect.tool_name, call.call_id)
         if not self._rolling:
             return Verdict("allow", None, prospect.tool_name, call.call_id)
-        detection = detector.detect_prepared(state, prospect, run_id=call.run)
+        flights = self._in_flight(state, call.run, (prospect.args_hash,)) if live else ()
+        if flights:
+            with _as_vetoes(flights):
+                detection = detector.detect_prepared(state, prospect, run_id=call.run)
+        else:
+            detection = detector.detect_prepared(state, prospect, run_id=call.run)
         if detection is None:  # the common case, kept short: no events, so no _Step
             detector.append_prepared(state, prospect, call.call_id, call.run)
             return Verdict("allow", None, prospect.tool_name, call.call_id)
@@ -632,11 +649,15 @@ class LoopGuard:
         detector = self.detector
         detections: list[Detection | None] = []
         if self.config.rolling_enabled:
-            projected = state.copy() if len(calls) > 1 else state
-            for i, call in enumerate(prepared):
-                if i:
-                    detector.record_outcome_prepared(projected, prepared[i - 1], _VETO, run_id=ctx.run)
-                detections.append(detector.detect_prepared(projected, call, run_id=ctx.run))
+            # Earlier turns' calls still in flight count like this batch's earlier siblings.
+            flights = self._in_flight(state, ctx.run, {p.args_hash for p in prepared})
+            with _as_vetoes(flights):
+                projected = state.copy() if len(calls) > 1 else state
+                for i, call in enumerate(prepared):
+                    if i:
+                        detector.record_outcome_prepared(projected, prepared[i - 1], _VETO,
+                                                         run_id=ctx.run)
+                    detections.append(detector.detect_prepared(projected, call, run_id=ctx.run))
         else:
             detections = [None] * len(calls)
         trigger = next((i for i, d in enumerate(detections) if d and d.level == "critical"), None)
@@ -679,6 +700,24 @@ class LoopGuard:
             for c, p in zip(calls, prepared, strict=True):
                 self.detector.record_prepared(state, p, call_id=c.call_id, run_id=ctx.run)
         return BatchAdmission(tuple(verdicts)), events
+
+    def _in_flight(self, state: SessionState, run: str | None,
+                   keys: Iterable[str]) -> list[CallRecord]:
+        """The run's calls with these args hashes admitted within :attr:`in_flight_seconds`
+        whose outcome has not come (a sequential host has none)."""
+        flights: list[CallRecord] = []
+        if self.in_flight_seconds <= 0:
+            return flights
+        since: int | None = None
+        for key in keys:
+            for record in state.key_records(run, key):
+                if not record.pending:
+                    continue
+                if since is None:
+                    since = now_ms() - int(self.in_flight_seconds * 1000)
+                if record.timestamp > since:
+                    flights.append(record)
+        return flights
 
     def _should_warn(
         self, state: SessionState, detection: Detection, tool: str, run: str | None,
@@ -820,7 +859,7 @@ class LoopGuard:
             return verdict, verdict
         steps: tuple[_Step | Verdict, _Step | Verdict] = self._run(
             call.session,
-            lambda state: (self._before(state, call), self._after(state, call)),
+            lambda state: (self._before(state, call, live=False), self._after(state, call)),
             fallback=lambda: (self._store_fallback(call.prospect.tool_name, call.call_id),
                               Verdict("allow")),
         )
@@ -922,6 +961,19 @@ def _normal_call(call: ToolCall) -> ToolCall:
         return call
     return ToolCall(text_id(tool), call.args, optional_id(call_id), optional_id(run_id),
                     call.result, call.error)
+
+
+@contextmanager
+def _as_vetoes(records: Sequence[CallRecord]) -> Iterator[None]:
+    """Project pending records as vetoes for one detection (OpenClaw's batch projection:
+    counted as no-progress repeats), and give them back their pending state afterwards."""
+    for record in records:
+        record.outcome_kind = OUTCOME_VETO
+    try:
+        yield
+    finally:
+        for record in records:
+            record.outcome_kind = None
 
 
 def _common_run(calls: Sequence[ToolCall]) -> str | None:

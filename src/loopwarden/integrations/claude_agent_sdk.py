@@ -6,7 +6,7 @@ from loopwarden import LoopDetectionConfig, LoopGuard
 from loopwarden.integrations.claude_agent_sdk import hooks
 
 guard = LoopGuard(LoopDetectionConfig(enabled=True))
-options = ClaudeAgentOptions(hooks=hooks(guard))
+options = ClaudeAgentOptions(hooks=hooks(guard))            # exit_behavior="end"
 ```
 
 ``PreToolUse`` asks the guard before each tool runs and denies a blocked call with the loop
@@ -14,6 +14,13 @@ message as reason; ``PostToolUse`` / ``PostToolUseFailure`` record the outcome (
 no critical can fire) and add a warning as ``additionalContext``; ``PreCompact`` arms the
 post-compaction guard. Ids and outputs are mapped exactly as for the ``loopwarden claude-hook``
 command (see :mod:`loopwarden.integrations.claude_code_hook`).
+
+``exit_behavior`` decides the terminal stop (a second critical in the same prompt's run):
+``"end"`` (default) denies the call and returns ``continue_=False`` with the stop message as
+``stopReason``, so Claude Code ends the run and ``query()`` finishes with its result message;
+``"error"`` does the same — the SDK answers a callback that raises with a failed hook, which
+Claude Code treats as no decision and would run the call, so no exception can reach the
+caller through the SDK; ``"continue"`` only denies.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher
 from claude_agent_sdk.types import HookCallback, HookEvent
 
 from ..guard import LoopGuard
-from .claude_code_hook import HANDLED_EVENTS, ClaudeCodeHook
+from .claude_code_hook import HANDLED_EVENTS, ClaudeCodeHook, ExitBehavior, check_exit_behavior
 
 __all__ = ["hooks"]
 
@@ -38,15 +45,19 @@ def hooks(
     agent_id: str | None = None,
     matcher: str | None = None,
     timeout: float | None = None,
+    exit_behavior: ExitBehavior = "end",
 ) -> dict[HookEvent, list[HookMatcher]]:
     """The ``hooks=`` mapping for ``ClaudeAgentOptions``: ``PreToolUse``, ``PostToolUse``,
     ``PostToolUseFailure`` and ``PreCompact``.
 
     ``matcher`` limits the tool hooks to some tools (Claude Code's matcher syntax, e.g.
     ``"Bash|mcp__.*"``); by default every tool is guarded. ``agent_id`` names the OpenClaw
-    agent on the events. Merge with your own hooks by extending the lists.
+    agent on the events. ``exit_behavior`` (``"end"``, ``"error"`` or ``"continue"``) is what
+    the terminal stop does (module docstring). Merge with your own hooks by extending the lists.
     """
-    callback = _callback(ClaudeCodeHook(guard, agent_id=agent_id))
+    handler = ClaudeCodeHook(guard, agent_id=agent_id,
+                             exit_behavior=check_exit_behavior(exit_behavior))
+    callback = _callback(handler)
     return {
         cast(HookEvent, event): [HookMatcher(
             matcher=None if event == "PreCompact" else matcher,

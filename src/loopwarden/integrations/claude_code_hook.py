@@ -15,22 +15,34 @@ What reaches the model: a blocked call is denied (``permissionDecision: "deny"``
 message as reason, which Claude Code hands to the model as the tool's error result; a warning
 goes out as ``additionalContext``; a loop that survived compaction stops Claude
 (``continue: false``) with the abort message as ``stopReason``.
+
+The terminal stop (spec §f.1): the first critical of a run is denied and leaves the model one
+recovery turn; a second critical in the same run is terminal. With ``exit_behavior="end"`` (the
+default) the terminal call is denied *and* Claude is stopped: ``continue: false`` with
+:data:`~loopwarden.guard.STOP_MESSAGE` as ``stopReason`` (shown to the user; Claude Code ends
+the turn after the hooks ran, whatever the model wanted next). ``"error"`` answers the same way:
+a hook cannot raise into the host (the Agent SDK turns a raising callback into a failed hook,
+which Claude Code counts as no decision — the call would run), so stopping Claude with the stop
+message is the error the host sees. ``"continue"`` only denies, as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ..compaction import CompactionLoopPersistedError
 from ..errors import LoopwardenError
-from ..guard import LoopGuard, Verdict
+from ..guard import STOP_MESSAGE, TERMINAL_TEXT, LoopGuard, Verdict
 
 __all__ = [
+    "EXIT_BEHAVIORS",
     "HANDLED_EVENTS",
     "ClaudeCodeHook",
+    "ExitBehavior",
     "HookPayloadError",
+    "check_exit_behavior",
     "compaction_stop_output",
     "context_output",
     "pre_tool_use_output",
@@ -41,6 +53,10 @@ HANDLED_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact
 """The hook events loopwarden acts on; every other event gets an empty answer."""
 
 Output = dict[str, Any]
+
+ExitBehavior = Literal["end", "error", "continue"]
+"""What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``)."""
+EXIT_BEHAVIORS: tuple[str, ...] = get_args(ExitBehavior)
 
 
 class HookPayloadError(LoopwardenError, ValueError):
@@ -63,11 +79,16 @@ class ClaudeCodeHook:
 
     ``agent_id`` is the OpenClaw agent whose config applies; it is attached to the events.
     ``handle`` returns the output with Claude Code's own key names (``continue``); the Agent
-    SDK door renames them for the SDK.
+    SDK door renames them for the SDK. ``exit_behavior`` is what the terminal stop does (see
+    the module docstring).
     """
 
     guard: LoopGuard
     agent_id: str | None = None
+    exit_behavior: ExitBehavior = "end"
+
+    def __post_init__(self) -> None:
+        check_exit_behavior(self.exit_behavior)
 
     def handle(self, payload: Mapping[str, Any]) -> Output:
         plan = self._plan(payload)
@@ -105,7 +126,9 @@ class ClaudeCodeHook:
             "agent_id": self.agent_id,
         }
         if event == "PreToolUse":
-            return _GuardCall(g.before_tool_call, g.abefore_tool_call, call, pre_tool_use_output)
+            ending = self.exit_behavior
+            return _GuardCall(g.before_tool_call, g.abefore_tool_call, call,
+                              lambda v: pre_tool_use_output(v, exit_behavior=ending))
         if event == "PostToolUse":
             call["result"] = payload.get("tool_response")
         else:
@@ -123,19 +146,35 @@ def run_id_of(payload: Mapping[str, Any]) -> str | None:
     return f"{prompt or ''}/agent:{agent}"
 
 
-def pre_tool_use_output(verdict: Verdict) -> Output:
+def check_exit_behavior(value: object) -> ExitBehavior:
+    if value not in EXIT_BEHAVIORS:
+        raise ValueError(f"exit_behavior must be one of {', '.join(EXIT_BEHAVIORS)}, not {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def pre_tool_use_output(verdict: Verdict, *, exit_behavior: ExitBehavior = "end") -> Output:
     """Deny a blocked call with the loop message; give a warning as context; else say nothing
-    (never ``allow``, which would skip Claude Code's own permission checks)."""
-    if verdict.action == "block":
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "deny",
-                "permissionDecisionReason": verdict.message or "tool call blocked by loopwarden",
-            },
-            "systemMessage": f"loopwarden blocked {verdict.tool_name}: {_headline(verdict)}",
-        }
-    return context_output("PreToolUse", verdict.note)
+    (never ``allow``, which would skip Claude Code's own permission checks). A terminal block
+    also stops Claude (``continue: false``) unless ``exit_behavior`` is ``"continue"``."""
+    if verdict.action != "block":
+        return context_output("PreToolUse", verdict.note)
+    reason = verdict.message or "tool call blocked by loopwarden"
+    ending = verdict.terminate and exit_behavior != "continue"
+    if ending and verdict.block_text is None:  # a one-call verdict: say what OpenClaw says
+        reason = f"{reason}\n\n{TERMINAL_TEXT}"
+    output: Output = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            # Denied as well: the call must not run even where continue is not honoured.
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        },
+        "systemMessage": f"loopwarden blocked {verdict.tool_name}: {_headline(verdict)}",
+    }
+    if ending:
+        output["continue"] = False
+        output["stopReason"] = STOP_MESSAGE
+    return output
 
 
 def context_output(event: str, note: str | None) -> Output:

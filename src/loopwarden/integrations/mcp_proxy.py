@@ -13,6 +13,20 @@ One proxy process serves one client connection, and that connection is the guard
 A client that knows its agent's run can send it in the request's ``_meta`` (``runId``,
 ``run_id`` or ``loopwarden/runId``); a model-level tool call id may come as ``toolCallId``.
 
+Calls in flight count: a ``tools/call`` admitted while identical ones still wait for the
+upstream counts them as repeats (see :attr:`LoopGuard.in_flight_seconds`), so a burst of
+identical concurrent calls is stopped like the same calls made one by one.
+
+Task-augmented calls (MCP 2025-11-25: ``tools/call`` with a ``task`` parameter) are guarded
+like any call. A blocked one is answered at once with the blocked tool result (receivers may
+answer a task-augmented request directly); an admitted one's ``CreateTaskResult`` links its
+``taskId`` to the call, and the outcome is recorded when it comes: the ``tasks/result``
+answer (annotated with the call's warning), or a ``failed`` status (``tasks/get``,
+``tasks/cancel``, ``notifications/tasks/status``). A cancelled task records nothing.
+
+The proxy cannot end its client's run: MCP has no message for that. At the terminal stop it
+keeps blocking the looping calls.
+
 :class:`McpLoopGuard` is the transport-free translation; :func:`run_proxy` wires it between our
 stdin/stdout and the upstream process.
 
@@ -93,6 +107,22 @@ class _InFlight:
 
 
 @dataclass(slots=True)
+class _Task:
+    """An admitted task-augmented call whose result the upstream has yet to hand over."""
+
+    flight: _InFlight
+    #: The warning notes for the result, once the outcome is recorded (a failure seen in a
+    #: status before the client fetched the result).
+    notes: list[str] | None = None
+
+
+#: Tasks the proxy remembers at once: a client that never fetches its results must not grow
+#: the proxy's memory. The oldest link is dropped first (its call then stays unrecorded).
+MAX_TASKS = 4096
+_TASK_METHODS = ("tasks/result", "tasks/get", "tasks/cancel")
+
+
+@dataclass(slots=True)
 class _PendingBatch:
     """A client batch some of whose calls were blocked: their responses wait to be merged into
     the upstream's array answer to the calls that were forwarded."""
@@ -123,6 +153,10 @@ class McpLoopGuard:
         self._seq = itertools.count(1)
         # Request key -> the partly blocked batch whose array answer it is part of.
         self._batches: dict[str, _PendingBatch] = {}
+        # taskId -> the call it runs; request key -> the tasks/* method and the task it asks
+        # about.
+        self._tasks: dict[str, _Task] = {}
+        self._task_requests: dict[str, tuple[str, str]] = {}
 
     async def from_client(self, message: Any) -> tuple[Any, list[Any]]:
         """Returns what to forward upstream (None: nothing) and the messages to send straight
@@ -187,7 +221,7 @@ class McpLoopGuard:
     def awaiting(self) -> bool:
         """Whether some upstream response matters to the guard: when not, the transport need
         not parse what the upstream sends."""
-        return bool(self._in_flight or self._batches)
+        return bool(self._in_flight or self._batches or self._tasks or self._task_requests)
 
     def _batch_of(self, message: Any) -> _PendingBatch | None:
         """The pending batch ``message`` answers a call of, taken off the pending list."""
@@ -210,12 +244,17 @@ class McpLoopGuard:
         method = message.get("method")
         if method == "tools/call" and "id" in message:
             return await self._tools_call(message)
+        if method in _TASK_METHODS and "id" in message and self._tasks:
+            task_id = _task_param(message.get("params"))
+            if task_id in self._tasks:
+                self._task_requests[_id_key(message["id"])] = (method, task_id)
         if method == "notifications/cancelled":
             # The upstream will not answer a cancelled call; nothing is recorded for it.
             params = message.get("params")
             if isinstance(params, dict) and "requestId" in params:
                 key = _id_key(params["requestId"])
                 self._in_flight.pop(key, None)
+                self._task_requests.pop(key, None)
                 return message, self._cancel_in_batch(key)
         return message, None
 
@@ -253,27 +292,83 @@ class McpLoopGuard:
     # -- upstream -> client ------------------------------------------------------------------
 
     async def _upstream_message(self, message: Any) -> Any:
-        if not isinstance(message, dict) or "method" in message or "id" not in message:
-            return message  # notifications and server-to-client requests pass through
-        flight = self._in_flight.pop(_id_key(message["id"]), None)
-        if flight is None:
+        if not isinstance(message, dict):
             return message
+        if "method" in message or "id" not in message:
+            # Notifications and server-to-client requests pass through; a task's status is read.
+            if message.get("method") == "notifications/tasks/status" and self._tasks:
+                await self._task_status(message.get("params"))
+            return message
+        key = _id_key(message["id"])
+        flight = self._in_flight.pop(key, None)
+        if flight is None:
+            asked = self._task_requests.pop(key, None) if self._task_requests else None
+            return message if asked is None else await self._task_answer(*asked, message)
+        task_id = _created_task(message.get("result"))
+        if task_id is not None:  # the call runs as a task: its outcome comes later
+            self._tasks[task_id] = _Task(flight)
+            while len(self._tasks) > MAX_TASKS:
+                del self._tasks[next(iter(self._tasks))]
+            return message
+        return await self._outcome(flight, message)
+
+    async def _outcome(self, flight: _InFlight, message: dict[str, Any],
+                       notes: list[str] | None = None) -> Any:
+        """Records the answer to a call (unless ``notes`` says it is recorded already) and
+        returns it with the call's warning notes."""
         if "error" in message:
-            after = await self._record(flight, error=_error_text(message["error"]))
-            return _annotate_error(message, _notes(flight.before, after))
+            if notes is None:
+                after = await self._record(flight, error=_error_text(message["error"]))
+                notes = _notes(flight.before, after)
+            return _annotate_error(message, notes)
         result = message.get("result")
         if not _is_final(result):
-            # An input request or a task handle: no outcome yet. A retry with the answers
-            # comes as a new request and records the outcome then.
+            # An input request: no outcome yet. A retry with the answers comes as a new
+            # request and records the outcome then.
             return message
-        after = await self._record(flight, result=result, error=_tool_error(result))
-        notes = _notes(flight.before, after)
+        if notes is None:
+            after = await self._record(flight, result=result, error=_tool_error(result))
+            notes = _notes(flight.before, after)
         if not notes:
             return message
         annotated: Any = result
         for note in notes:
             annotated = append_note(annotated, note)
         return {**message, "result": annotated}
+
+    async def _task_answer(self, method: str, task_id: str, message: dict[str, Any]) -> Any:
+        """The upstream's answer to a ``tasks/*`` request about a task of ours: for
+        ``tasks/result`` the call's own answer; for ``tasks/get`` and ``tasks/cancel`` the
+        task's state (an error there, e.g. cancelling a finished task, says nothing of it)."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            return message
+        result = message.get("result")
+        if method == "tasks/result":
+            if "error" in message or _is_final(result):
+                del self._tasks[task_id]
+                return await self._outcome(task.flight, message, task.notes)
+        elif isinstance(result, dict):
+            await self._task_status(result)
+        return message
+
+    async def _task_status(self, task: Any) -> None:
+        """A task's state (a ``Task``): a failure is the call's outcome, a cancelled task
+        will have none."""
+        if not isinstance(task, dict):
+            return
+        entry = self._tasks.get(task.get("taskId")) if isinstance(task.get("taskId"), str) \
+            else None
+        if entry is None:
+            return
+        status = task.get("status")
+        if status == "cancelled":
+            del self._tasks[task["taskId"]]
+        elif status == "failed" and entry.notes is None:
+            message = task.get("statusMessage")
+            error = message if isinstance(message, str) and message else "task failed"
+            after = await self._record(entry.flight, error=error)
+            entry.notes = _notes(entry.flight.before, after)
 
     async def _record(self, flight: _InFlight, *, result: Any = MISSING,
                       error: Any = MISSING) -> Verdict:
@@ -324,6 +419,18 @@ def _annotate_error(message: dict[str, Any], notes: list[str]) -> dict[str, Any]
 def _is_final(result: Any) -> TypeGuard[dict[str, Any]]:
     return (isinstance(result, dict) and isinstance(result.get("content"), list)
             and result.get("resultType", "complete") == "complete")
+
+
+def _created_task(result: Any) -> str | None:
+    """The ``taskId`` of a ``CreateTaskResult`` (the answer to a task-augmented request)."""
+    task = result.get("task") if isinstance(result, dict) else None
+    task_id = task.get("taskId") if isinstance(task, dict) else None
+    return task_id if isinstance(task_id, str) else None
+
+
+def _task_param(params: Any) -> str | None:
+    task_id = params.get("taskId") if isinstance(params, dict) else None
+    return task_id if isinstance(task_id, str) else None
 
 
 def _tool_error(result: Mapping[str, Any]) -> Any:
