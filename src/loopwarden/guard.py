@@ -11,16 +11,17 @@ import asyncio
 import functools
 import inspect
 import logging
+import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar, cast
 
 from .compaction import CompactionLoopPersistedError, PostCompactionGuard
-from .config import LoopDetectionConfig
+from .config import ConfigError, LoopDetectionConfig
 from .detectors import Detection, Prospect
 from .engine import LoopDetector
-from .errors import LoopwardenError
+from .errors import LoopTerminatedError, LoopwardenError
 from .events import EventSink, LoggingSink, LoopEvent, deliver
 from .fingerprint import Outcome
 from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id
@@ -31,6 +32,7 @@ from .types import MISSING, ToolCall
 
 __all__ = [
     "BatchAdmission",
+    "ExitBehavior",
     "GuardStats",
     "Intervention",
     "LoopBlockedError",
@@ -42,6 +44,12 @@ __all__ = [
 log = logging.getLogger("loopwarden")
 
 Action = Literal["allow", "warn", "block"]
+#: What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``):
+#: ``"end"`` ends the run with :data:`STOP_MESSAGE`, ``"error"`` raises
+#: :class:`LoopTerminatedError`, ``"continue"`` only blocks calls.
+ExitBehavior = Literal["end", "error", "continue"]
+EXIT_BEHAVIORS: tuple[ExitBehavior, ...] = ("end", "error", "continue")
+DISABLE_ENV = "LOOPWARDEN_DISABLED"
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -184,6 +192,50 @@ class BatchAdmission:
                 for v in self.verdicts if v.action == "warn" and v.detection is not None]
 
 
+def check_exit_behavior(value: object) -> ExitBehavior:
+    """``value`` as an :data:`ExitBehavior`; a :class:`ConfigError` (a ``ValueError``) else."""
+    if value not in EXIT_BEHAVIORS:
+        raise ConfigError(f"must be one of {', '.join(map(repr, EXIT_BEHAVIORS))}",
+                          path="exit_behavior", value=value)
+    return value
+
+
+def continuing(verdict: Verdict) -> Verdict:
+    """A terminal block as ``exit_behavior="continue"`` hands it to the model: the run goes on,
+    so the texts are the recovery ones and the result carries no ``terminate``."""
+    if not verdict.terminate:
+        return verdict
+    if verdict.intervention is None:  # a one-call door's block: its text is the detection's
+        return replace(verdict, terminate=False)
+    # In a batch the trigger carries the detection, its siblings do not.
+    text = (f"{verdict.detection.message}\n\n{RECOVERY_TEXT}" if verdict.detection is not None
+            else RECOVERY_SIBLING_TEXT)
+    return replace(verdict, block_text=text, terminate=False)
+
+
+def terminated_error(
+    verdict: Verdict, *, session: str | None = None, run_id: str | None = None,
+) -> LoopTerminatedError:
+    """The :class:`LoopTerminatedError` for a terminal ``verdict`` (``terminate=True``)."""
+    return LoopTerminatedError(STOP_MESSAGE, verdict.detection, tool_name=verdict.tool_name,
+                               session=session, run_id=run_id, result=verdict.blocked_result())
+
+
+_disabled_logged = False
+
+
+def _disabled_by_env() -> bool:
+    """The ``LOOPWARDEN_DISABLED`` kill switch, read when a guard is built (logged once)."""
+    global _disabled_logged
+    value = os.environ.get(DISABLE_ENV, "").strip().lower()
+    off = value not in ("", "0", "false", "no", "off")
+    if off and not _disabled_logged:
+        _disabled_logged = True
+        log.warning("%s=%s: loopwarden guards allow every tool call (loop detection is off)",
+                    DISABLE_ENV, value)
+    return off
+
+
 @dataclass(slots=True)
 class GuardStats:
     calls: int = 0
@@ -220,7 +272,13 @@ class _Step:
 
 
 class LoopGuard:
-    """Warn → dampen → block over a store, for one agent deployment (many sessions)."""
+    """Warn → dampen → block over a store, for one agent deployment (many sessions).
+
+    With ``config=None`` the guard is enabled with the default thresholds (a guard you create
+    guards); an explicit :class:`LoopDetectionConfig` keeps OpenClaw's tri-state ``enabled``.
+    ``LOOPWARDEN_DISABLED=1`` in the environment when the guard is built makes it allow every
+    call and record nothing (``observe_call``, which gates nothing, still reports).
+    """
 
     def __init__(
         self,
@@ -231,7 +289,8 @@ class LoopGuard:
         sinks: Sequence[EventSink] = (),
         fail_closed: bool = False,
     ) -> None:
-        self.detector = LoopDetector(config, profiles)
+        self.detector = LoopDetector(
+            config if config is not None else LoopDetectionConfig(enabled=True), profiles)
         self.config = self.detector.config
         # The config is immutable; these derived switches are read on every call.
         self._rolling = self.config.rolling_enabled
@@ -243,6 +302,8 @@ class LoopGuard:
         self.stats = GuardStats()
         self._stats_lock = threading.Lock()
         self._store_down = False
+        #: The kill switch: every hook answers "allow" and touches no state.
+        self.disabled = _disabled_by_env()
 
     # -- the public sync API -----------------------------------------------------------------
 
@@ -251,6 +312,8 @@ class LoopGuard:
         call_id: str | None = None, agent_id: str | None = None,
     ) -> Verdict:
         """Decide whether the call may run (spec §f.1 V2 wrapper + §f.2 dampening)."""
+        if self.disabled:
+            return Verdict("allow", None, tool_name, call_id)
         try:
             prospect = self.detector.prepare(tool_name, args)
         except Exception as exc:
@@ -277,6 +340,8 @@ class LoopGuard:
         """Record the outcome. Returns a ``warn`` verdict when the ``early`` preset's
         post-outcome check finds this result completed a pattern (annotate the result with it).
         Raises :class:`CompactionLoopPersistedError` when a loop survived compaction."""
+        if self.disabled:
+            return Verdict("allow", None, tool_name, call_id)
         try:
             call = self._observed(tool_name, args, result, error, session, run_id, call_id,
                                   agent_id)
@@ -294,6 +359,8 @@ class LoopGuard:
 
     def compaction_retried(self, *, session: str, run_id: str | None = None) -> None:
         """Arm the post-compaction guard of this session and run (after a compaction-retry)."""
+        if self.disabled:
+            return
         run = normalize_run_id(run_id)
         self._run(session, lambda s: self._arm(s, run), fallback=lambda: _Step(Verdict("allow")))
 
@@ -302,6 +369,9 @@ class LoopGuard:
         agent_id: str | None = None,
     ) -> BatchAdmission:
         """Admit one assistant turn's calls atomically, with one recovery turn per run."""
+        if self.disabled:
+            return BatchAdmission(tuple(Verdict("allow", None, c.tool_name, c.call_id)
+                                        for c in calls))
         try:
             prepared = [self.detector.prepare(c.tool_name, c.args) for c in calls]
         except Exception as exc:
@@ -337,6 +407,8 @@ class LoopGuard:
         self, tool_name: str, args: Any, *, session: str, run_id: str | None = None,
         call_id: str | None = None, agent_id: str | None = None,
     ) -> Verdict:
+        if self.disabled:
+            return Verdict("allow", None, tool_name, call_id)
         try:
             prospect = self.detector.prepare(tool_name, args)
         except Exception as exc:
@@ -352,6 +424,8 @@ class LoopGuard:
         error: Any = MISSING, run_id: str | None = None, call_id: str | None = None,
         agent_id: str | None = None,
     ) -> Verdict:
+        if self.disabled:
+            return Verdict("allow", None, tool_name, call_id)
         try:
             call = self._observed(tool_name, args, result, error, session, run_id, call_id,
                                   agent_id)
@@ -363,6 +437,8 @@ class LoopGuard:
         return await self._afinish(step)
 
     async def acompaction_retried(self, *, session: str, run_id: str | None = None) -> None:
+        if self.disabled:
+            return
         run = normalize_run_id(run_id)
         await self._arun(session, lambda s: self._arm(s, run),
                          fallback=lambda: _Step(Verdict("allow")))
@@ -380,71 +456,68 @@ class LoopGuard:
 
     def tool(
         self, fn: F | None = None, /, *, name: str | None = None,
-        session: str | Callable[[], str] = "default",
-        on_block: Literal["raise", "return"] = "raise",
+        session: IdSource = "default", run_id: IdSource | None = None,
+        on_block: Literal["raise", "return"] = "raise", exit_behavior: ExitBehavior = "end",
     ) -> Any:
         """Guard a plain sync or async function as a tool: ``@guard.tool`` or
         ``@guard.tool(name=..., session=..., on_block="return")``. Arguments are bound to the
-        function's parameters, so positional and keyword calls hash alike."""
+        function's parameters, so positional and keyword calls hash alike. See :meth:`wrap`."""
         if fn is not None:
             return self.wrap(fn)
-        return lambda f: self.wrap(f, name=name, session=session, on_block=on_block)
+        check_exit_behavior(exit_behavior)  # a bad option fails here, not at the first call
+        return lambda f: self.wrap(f, name=name, session=session, run_id=run_id,
+                                   on_block=on_block, exit_behavior=exit_behavior)
 
     def wrap(
-        self, fn: F, *, name: str | None = None, session: str | Callable[[], str] = "default",
-        on_block: Literal["raise", "return"] = "raise",
+        self, fn: F, *, name: str | None = None, session: IdSource = "default",
+        run_id: IdSource | None = None, on_block: Literal["raise", "return"] = "raise",
+        exit_behavior: ExitBehavior = "end",
     ) -> F:
-        tool_name: str = name or str(getattr(fn, "__name__", "tool"))
-        signature = _signature(fn)
-
-        def bind(a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
-            if signature is None:
-                return {"args": list(a), **kw}
-            try:
-                bound = signature.bind(*a, **kw)
-            except TypeError:
-                return {"args": list(a), **kw}
-            bound.apply_defaults()
-            return dict(bound.arguments)
-
-        def session_id() -> str:
-            return session() if callable(session) else session
-
-        def blocked(verdict: Verdict) -> Any:
-            if on_block == "raise":
-                raise LoopBlockedError(verdict)
-            return verdict.blocked_result()
+        """``fn`` guarded. ``session`` / ``run_id``: a string, or a callable given the call's
+        bound arguments as a dict (a zero-argument callable works too). A warned call's ``str``
+        result gets the warning note appended (an OpenClaw-shaped dict result gets a text
+        block); other results are returned unchanged and the note is logged. A blocked call
+        raises :class:`LoopBlockedError` (or returns the blocked result, ``on_block="return"``);
+        the terminal stop (a second critical in the same session and run) raises
+        :class:`~loopwarden.LoopTerminatedError` unless ``exit_behavior="continue"``, since a
+        plain function cannot end its caller's run any other way."""
+        door = _FunctionDoor(self, name or str(getattr(fn, "__name__", "tool")), _signature(fn),
+                             _id_source(session, "session"), _id_source(run_id, "run_id"),
+                             on_block, check_exit_behavior(exit_behavior))
 
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
             async def async_wrapper(*a: Any, **kw: Any) -> Any:
-                args, sid = bind(a, kw), session_id()
-                verdict = await self.abefore_tool_call(tool_name, args, session=sid)
+                args, sid, run = door.ids(a, kw)
+                tool = door.tool_name
+                verdict = await self.abefore_tool_call(tool, args, session=sid, run_id=run)
                 if verdict.action == "block":
-                    return blocked(verdict)
+                    return door.blocked(verdict, sid, run)
                 try:
                     result = await fn(*a, **kw)
                 except Exception as exc:
-                    await self.aafter_tool_call(tool_name, args, session=sid, error=exc)
+                    await self.aafter_tool_call(tool, args, session=sid, run_id=run, error=exc)
                     raise
-                await self.aafter_tool_call(tool_name, args, session=sid, result=result)
-                return result
+                after = await self.aafter_tool_call(tool, args, session=sid, run_id=run,
+                                                    result=result)
+                return door.noted(result, verdict, after)
 
             return cast(F, async_wrapper)
 
         @functools.wraps(fn)
         def wrapper(*a: Any, **kw: Any) -> Any:
-            args, sid = bind(a, kw), session_id()
-            verdict = self.before_tool_call(tool_name, args, session=sid)
+            args, sid, run = door.ids(a, kw)
+            tool = door.tool_name
+            verdict = self.before_tool_call(tool, args, session=sid, run_id=run)
             if verdict.action == "block":
-                return blocked(verdict)
+                return door.blocked(verdict, sid, run)
             try:
                 result = fn(*a, **kw)
             except Exception as exc:
-                self.after_tool_call(tool_name, args, session=sid, error=exc)
+                self.after_tool_call(tool, args, session=sid, run_id=run, error=exc)
                 raise
-            self.after_tool_call(tool_name, args, session=sid, result=result)
-            return result
+            after = self.after_tool_call(tool, args, session=sid, run_id=run, result=result)
+            return door.noted(result, verdict, after)
 
         return cast(F, wrapper)
 
@@ -795,3 +868,75 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
         return inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+
+
+#: A decorator's ``session=`` / ``run_id=``: a string, or a callable of the call's bound
+#: arguments (a dict), or of nothing.
+IdSource = str | Callable[[], str] | Callable[[dict[str, Any]], str]
+
+
+def _id_source(value: object, label: str) -> Callable[[dict[str, Any]], str | None]:
+    if value is None or isinstance(value, str):
+        return lambda _args: value
+    if not callable(value):
+        raise ConfigError("must be a string or a callable", path=label, value=value)
+    signature = _signature(value)
+    if signature is not None and not signature.parameters:
+        return lambda _args: cast(Callable[[], str], value)()
+    return lambda args: cast(Callable[[dict[str, Any]], str], value)(dict(args))
+
+
+class _FunctionDoor:
+    """What ``guard.wrap`` needs per call: argument binding, ids, and the block/note policy."""
+
+    __slots__ = ("exit_behavior", "guard", "on_block", "run", "session", "signature",
+                 "tool_name")
+
+    def __init__(self, guard: LoopGuard, tool_name: str, signature: inspect.Signature | None,
+                 session: Callable[[dict[str, Any]], str | None],
+                 run: Callable[[dict[str, Any]], str | None],
+                 on_block: Literal["raise", "return"], exit_behavior: ExitBehavior) -> None:
+        self.guard = guard
+        self.tool_name = tool_name
+        self.signature = signature
+        self.session = session
+        self.run = run
+        self.on_block = on_block
+        self.exit_behavior = exit_behavior
+
+    def ids(self, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[dict[str, Any], str,
+                                                                     str | None]:
+        args = self.bind(a, kw)
+        run = self.run(args)
+        return args, str(self.session(args)), None if run is None else str(run)
+
+    def bind(self, a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+        if self.signature is None:
+            return {"args": list(a), **kw}
+        try:
+            bound = self.signature.bind(*a, **kw)
+        except TypeError:
+            return {"args": list(a), **kw}
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    def blocked(self, verdict: Verdict, session: str, run: str | None) -> Any:
+        if verdict.terminate and self.exit_behavior != "continue":
+            raise terminated_error(verdict, session=session, run_id=run)
+        if self.on_block == "raise":
+            raise LoopBlockedError(verdict)
+        return verdict.blocked_result()
+
+    def noted(self, result: Any, *verdicts: Verdict) -> Any:
+        """``result`` with the warning note(s) the model should see."""
+        for verdict in verdicts:
+            note = verdict.note
+            if note is None:
+                continue
+            if isinstance(result, str) or (isinstance(result, dict)
+                                           and isinstance(result.get("content"), list)):
+                result = append_note(result, note)
+            else:
+                log.info("loopwarden: no warning note added to the %s result of %s: %s",
+                         type(result).__name__, self.tool_name, note)
+        return result
