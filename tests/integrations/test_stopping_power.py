@@ -332,6 +332,8 @@ def test_decorator_rejects_an_unknown_exit_behavior() -> None:
 langchain_agents = pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import AgentMiddleware  # noqa: E402
+from langchain.agents.middleware.types import hook_config  # noqa: E402
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import BaseTool, StructuredTool, ToolException  # noqa: E402
@@ -555,6 +557,40 @@ def test_langchain_continue_only_blocks() -> None:
     assert bench.executions == 20 and len(blocked) == 10 and script.calls == 31
     assert all(m.text.endswith(RECOVERY_TEXT) and "terminate" not in m.artifact for m in blocked)
     assert out["messages"][-1].text == FINAL
+
+
+class SkipToTools(AgentMiddleware[Any, Any]):
+    """Listed after LoopGuardMiddleware, its after_model runs first and jumps straight to the
+    tools, past LoopGuardMiddleware's after_model: each call reaches wrap_tool_call unadmitted."""
+
+    @hook_config(can_jump_to=["tools"])
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        message = state["messages"][-1]
+        if isinstance(message, AIMessage) and message.tool_calls:
+            return {"jump_to": "tools"}
+        return None
+
+
+@pytest.mark.parametrize("exit_behavior", ["end", "error"])
+def test_langchain_calls_admitted_one_by_one_still_end_the_run(exit_behavior: Any) -> None:
+    bench, script = Workbench(stuck=True), Script(IDENTICAL, STUCK_TURNS)
+    middleware = LoopGuardMiddleware(LoopGuard(), exit_behavior=exit_behavior)
+    agent = create_agent(_model(script), _lc_tools(bench),
+                         middleware=[middleware, SkipToTools()], checkpointer=InMemorySaver())
+    config = _lc_config("one-by-one")
+    if exit_behavior == "error":
+        with pytest.raises(LoopTerminatedError) as info:
+            agent.invoke({"messages": [("user", "read a.txt")]}, config)
+        assert info.value.detection is not None and info.value.tool_name == "read"
+        assert "intervention" not in info.value.result["details"]  # admitted alone
+    else:
+        out = agent.invoke({"messages": [("user", "read a.txt")]}, config)
+        assert out["messages"][-1].text == STOP_MESSAGE
+        _assert_consistent(out["messages"])
+        last = _blocked(out["messages"])[-1]
+        assert last.artifact["terminate"] is True
+        assert "intervention" not in last.artifact["details"]  # admitted alone
+    assert bench.executions == 20 and script.calls == 22
 
 
 def test_langchain_rejects_an_unknown_exit_behavior() -> None:

@@ -239,7 +239,8 @@ class LoopGuardrails:
                           response: ModelResponse) -> None:
         """Remember the response's guarded function calls: they are admitted as one batch."""
         calls = _guarded_calls(agent, self.input, response.output)
-        self._runs.get(ctx).batch = _Batch({c.call_id: c for c in calls if c.call_id}) or None
+        by_id = {c.call_id: c for c in calls if c.call_id}
+        self._runs.get(ctx).batch = _Batch(by_id) if by_id else None
 
     # -- guardrail functions --------------------------------------------------------------
 
