@@ -440,7 +440,6 @@ def test_surrogate_ids_never_raise_into_the_host(scenario: Scenario, use_async: 
 # needs stores fix: SQLite and Redis cannot yet store ids and tool names holding lone
 # surrogates, so they fail open (allow, counted as store failures) where MemoryStore detects.
 # Non-strict: once the stores encode such text, this XPASSes and the mark can go.
-@pytest.mark.xfail(reason="needs stores fix: surrogate ids in SQLite/Redis", strict=False)
 @settings(SETTINGS, max_examples=15, phases=[Phase.explicit, Phase.generate])
 @given(scenario=scenarios(surrogate_ids=True), use_async=st.booleans())
 def test_surrogate_ids_get_the_same_verdicts_on_every_store(scenario: Scenario,

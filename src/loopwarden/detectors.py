@@ -321,10 +321,16 @@ def ping_pong(state: SessionState, run: str | None, cur: str) -> PingPong:
         return NO_PING_PONG
     tail: list[CallRecord] = []
     expected = last.args_hash
-    for r in reversed(records):
+    newest_first = list(reversed(records))
+    for i, r in enumerate(newest_first):
         if r.args_hash != expected:
             break
         tail.append(r)
+        older = newest_first[i + 1] if i + 1 < len(newest_first) else None
+        if r.outcome_kind == OUTCOME_VETO and older is not None and older.args_hash == expected:
+            # A blocked retry of the call before it (a batch admission vetoes the trigger
+            # right after its own earlier run): it keeps the model's place in the alternation.
+            continue
         expected = other.args_hash if expected == last.args_hash else last.args_hash
     if len(tail) < 2:
         return NO_PING_PONG

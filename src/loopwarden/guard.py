@@ -11,7 +11,9 @@ import asyncio
 import functools
 import inspect
 import logging
+import os
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -19,10 +21,10 @@ from typing import Any, Literal, TypeVar, cast
 
 from ._text import log_text, optional_id, text_id
 from .compaction import CompactionLoopPersistedError, PostCompactionGuard
-from .config import LoopDetectionConfig
+from .config import ConfigError, LoopDetectionConfig
 from .detectors import Detection, Prospect
 from .engine import LoopDetector
-from .errors import LoopwardenError
+from .errors import LoopTerminatedError, LoopwardenError
 from .events import EventSink, LoggingSink, LoopEvent, deliver
 from .fingerprint import Outcome
 from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id, now_ms
@@ -33,6 +35,7 @@ from .types import MISSING, ToolCall
 
 __all__ = [
     "BatchAdmission",
+    "ExitBehavior",
     "GuardStats",
     "Intervention",
     "LoopBlockedError",
@@ -44,6 +47,12 @@ __all__ = [
 log = logging.getLogger("loopwarden")
 
 Action = Literal["allow", "warn", "block"]
+#: What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``):
+#: ``"end"`` ends the run with :data:`STOP_MESSAGE`, ``"error"`` raises
+#: :class:`LoopTerminatedError`, ``"continue"`` only blocks calls.
+ExitBehavior = Literal["end", "error", "continue"]
+EXIT_BEHAVIORS: tuple[ExitBehavior, ...] = ("end", "error", "continue")
+DISABLE_ENV = "LOOPWARDEN_DISABLED"
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -186,6 +195,50 @@ class BatchAdmission:
                 for v in self.verdicts if v.action == "warn" and v.detection is not None]
 
 
+def check_exit_behavior(value: object) -> ExitBehavior:
+    """``value`` as an :data:`ExitBehavior`; a :class:`ConfigError` (a ``ValueError``) else."""
+    if value not in EXIT_BEHAVIORS:
+        raise ConfigError(f"must be one of {', '.join(map(repr, EXIT_BEHAVIORS))}",
+                          path="exit_behavior", value=value)
+    return value
+
+
+def continuing(verdict: Verdict) -> Verdict:
+    """A terminal block as ``exit_behavior="continue"`` hands it to the model: the run goes on,
+    so the texts are the recovery ones and the result carries no ``terminate``."""
+    if not verdict.terminate:
+        return verdict
+    if verdict.intervention is None:  # a one-call door's block: its text is the detection's
+        return replace(verdict, terminate=False)
+    # In a batch the trigger carries the detection, its siblings do not.
+    text = (f"{verdict.detection.message}\n\n{RECOVERY_TEXT}" if verdict.detection is not None
+            else RECOVERY_SIBLING_TEXT)
+    return replace(verdict, block_text=text, terminate=False)
+
+
+def terminated_error(
+    verdict: Verdict, *, session: str | None = None, run_id: str | None = None,
+) -> LoopTerminatedError:
+    """The :class:`LoopTerminatedError` for a terminal ``verdict`` (``terminate=True``)."""
+    return LoopTerminatedError(STOP_MESSAGE, verdict.detection, tool_name=verdict.tool_name,
+                               session=session, run_id=run_id, result=verdict.blocked_result())
+
+
+_disabled_logged = False
+
+
+def _disabled_by_env() -> bool:
+    """The ``LOOPWARDEN_DISABLED`` kill switch, read when a guard is built (logged once)."""
+    global _disabled_logged
+    value = os.environ.get(DISABLE_ENV, "").strip().lower()
+    off = value not in ("", "0", "false", "no", "off")
+    if off and not _disabled_logged:
+        _disabled_logged = True
+        log.warning("%s=%s: loopwarden guards allow every tool call (loop detection is off)",
+                    DISABLE_ENV, value)
+    return off
+
+
 @dataclass(slots=True)
 class GuardStats:
     calls: int = 0
@@ -222,7 +275,13 @@ class _Step:
 
 
 class LoopGuard:
-    """Warn → dampen → block over a store, for one agent deployment (many sessions)."""
+    """Warn → dampen → block over a store, for one agent deployment (many sessions).
+
+    With ``config=None`` the guard is enabled with the default thresholds (a guard you create
+    guards); an explicit :class:`LoopDetectionConfig` keeps OpenClaw's tri-state ``enabled``.
+    ``LOOPWARDEN_DISABLED=1`` in the environment when the guard is built makes it allow every
+    call and record nothing (``observe_call``, which gates nothing, still reports).
+    """
 
     #: How long an admitted call counts as in flight while its outcome has not come: an
     #: identical call admitted meanwhile counts it as a no-progress repeat, as OpenClaw counts
@@ -242,7 +301,8 @@ class LoopGuard:
         sinks: Sequence[EventSink] = (),
         fail_closed: bool = False,
     ) -> None:
-        self.detector = LoopDetector(config, profiles)
+        self.detector = LoopDetector(
+            config if config is not None else LoopDetectionConfig(enabled=True), profiles)
         self.config = self.detector.config
         # The config is immutable; these derived switches are read on every call.
         self._rolling = self.config.rolling_enabled
@@ -254,6 +314,8 @@ class LoopGuard:
         self.stats = GuardStats()
         self._stats_lock = threading.Lock()
         self._store_down = False
+        #: The kill switch: every hook answers "allow" and touches no state.
+        self.disabled = _disabled_by_env()
 
     # -- the public sync API -----------------------------------------------------------------
     #
@@ -267,11 +329,13 @@ class LoopGuard:
         call_id: str | None = None, agent_id: str | None = None,
     ) -> Verdict:
         """Decide whether the call may run (spec §f.1 V2 wrapper + §f.2 dampening)."""
+        if self.disabled:
+            return Verdict("allow", None, tool_name, call_id)
         try:
             call = _Call(self.detector, tool_name, args, session, run_id, call_id, agent_id)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
-        # (_before_call written out: no extra call on the path every tool call takes.)
+        # (_run's failure policy written out: no fallback closure on the path every call takes.)
         try:
             step = self.store.transact(call.session, lambda state: self._before(state, call))
         except Exception as exc:
@@ -291,12 +355,14 @@ class LoopGuard:
         """Record the outcome. Returns a ``warn`` verdict when the ``early`` preset's
         post-outcome check finds this result completed a pattern (annotate the result with it).
         Raises :class:`CompactionLoopPersistedError` when a loop survived compaction."""
+        if self.disabled:
+            return Verdict("allow", None, tool_name, call_id)
         try:
             call = self._observed(tool_name, args, result, error, session, run_id, call_id,
                                   agent_id)
         except Exception as exc:
             return self._internal_error(tool_name, exc)
-        # (_after_call written out, as in before_tool_call.)
+        # (Written out, as in before_tool_call.)
         try:
             step = self.store.transact(call.session, lambda state: self._after(state, call))
         except Exception as exc:
@@ -309,6 +375,8 @@ class LoopGuard:
 
     def compaction_retried(self, *, session: str, run_id: str | None = None) -> None:
         """Arm the post-compaction guard of this session and run (after a compaction-retry)."""
+        if self.disabled:
+            return
         run = normalize_run_id(run_id)
         self._run(text_id(session), lambda s: self._arm(s, run),
                   fallback=lambda: _Step(Verdict("allow")))
@@ -318,6 +386,9 @@ class LoopGuard:
         agent_id: str | None = None,
     ) -> BatchAdmission:
         """Admit one assistant turn's calls atomically, with one recovery turn per run."""
+        if self.disabled:
+            return BatchAdmission(tuple(Verdict("allow", None, c.tool_name, c.call_id)
+                                        for c in calls))
         try:
             batch = _Batch(self, calls, session, run_id, agent_id)
         except Exception as exc:
@@ -343,6 +414,8 @@ class LoopGuard:
         self, tool_name: str, args: Any, *, session: str, run_id: str | None = None,
         call_id: str | None = None, agent_id: str | None = None,
     ) -> Verdict:
+        if self.disabled:
+            return Verdict("allow", None, tool_name, call_id)
         try:
             call = _Call(self.detector, tool_name, args, session, run_id, call_id, agent_id)
         except Exception as exc:
@@ -354,6 +427,8 @@ class LoopGuard:
         error: Any = MISSING, run_id: str | None = None, call_id: str | None = None,
         agent_id: str | None = None,
     ) -> Verdict:
+        if self.disabled:
+            return Verdict("allow", None, tool_name, call_id)
         try:
             call = self._observed(tool_name, args, result, error, session, run_id, call_id,
                                   agent_id)
@@ -362,6 +437,8 @@ class LoopGuard:
         return await self._aafter_call(call)
 
     async def acompaction_retried(self, *, session: str, run_id: str | None = None) -> None:
+        if self.disabled:
+            return
         run = normalize_run_id(run_id)
         await self._arun(text_id(session), lambda s: self._arm(s, run),
                          fallback=lambda: _Step(Verdict("allow")))
@@ -382,87 +459,79 @@ class LoopGuard:
 
     def tool(
         self, fn: F | None = None, /, *, name: str | None = None,
-        session: str | Callable[[], str] = "default",
-        on_block: Literal["raise", "return"] = "raise",
+        session: IdSource = "default", run_id: IdSource | None = None,
+        on_block: Literal["raise", "return"] = "raise", exit_behavior: ExitBehavior = "end",
     ) -> Any:
         """Guard a plain sync or async function as a tool: ``@guard.tool`` or
         ``@guard.tool(name=..., session=..., on_block="return")``. Arguments are bound to the
-        function's parameters, so positional and keyword calls hash alike."""
+        function's parameters, so positional and keyword calls hash alike. See :meth:`wrap`."""
         if fn is not None:
             return self.wrap(fn)
-        return lambda f: self.wrap(f, name=name, session=session, on_block=on_block)
+        check_exit_behavior(exit_behavior)  # a bad option fails here, not at the first call
+        return lambda f: self.wrap(f, name=name, session=session, run_id=run_id,
+                                   on_block=on_block, exit_behavior=exit_behavior)
 
     def wrap(
-        self, fn: F, *, name: str | None = None, session: str | Callable[[], str] = "default",
-        on_block: Literal["raise", "return"] = "raise",
+        self, fn: F, *, name: str | None = None, session: IdSource = "default",
+        run_id: IdSource | None = None, on_block: Literal["raise", "return"] = "raise",
+        exit_behavior: ExitBehavior = "end",
     ) -> F:
-        tool_name = _tool_name(fn, name)
-        signature = _signature(fn)
-
-        def bind(a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
-            if signature is None:
-                return {"args": list(a), **kw}
-            try:
-                bound = signature.bind(*a, **kw)
-            except TypeError:
-                return {"args": list(a), **kw}
-            bound.apply_defaults()
-            return dict(bound.arguments)
-
-        def admitted(a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[_Call | None, Any]:
-            """The call's fingerprint, taken once: the after hook records the outcome under
-            it even when the tool fills defaults into its own arguments while it runs."""
-            try:
-                args = bind(a, kw)
-                sid = session() if callable(session) else session
-                return _Call(self.detector, tool_name, args, sid, None, None, None), args
-            except Exception as exc:  # e.g. a session callable that raised: run unguarded
-                self._internal_error(tool_name, exc)
-                return None, None
-
-        def blocked(verdict: Verdict) -> Any:
-            if on_block == "raise":
-                raise LoopBlockedError(verdict)
-            return verdict.blocked_result()
+        """``fn`` guarded. ``session`` / ``run_id``: a string, or a callable given the call's
+        bound arguments as a dict (a zero-argument callable works too). A warned call's ``str``
+        result gets the warning note appended (an OpenClaw-shaped dict result gets a text
+        block); other results are returned unchanged and the note is logged. A blocked call
+        raises :class:`LoopBlockedError` (or returns the blocked result, ``on_block="return"``);
+        the terminal stop (a second critical in the same session and run) raises
+        :class:`~loopwarden.LoopTerminatedError` unless ``exit_behavior="continue"``, since a
+        plain function cannot end its caller's run any other way."""
+        door = _FunctionDoor(self, _tool_name(fn, name), _signature(fn),
+                             _id_source(session, "session"), _id_source(run_id, "run_id"),
+                             on_block, check_exit_behavior(exit_behavior))
 
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
             async def async_wrapper(*a: Any, **kw: Any) -> Any:
-                call, args = admitted(a, kw)
-                if call is None:
+                try:
+                    args, sid, run = door.ids(a, kw)
+                except Exception as exc:  # e.g. a session callable that raised: run unguarded
+                    self._internal_error(door.tool_name, exc)
                     return await fn(*a, **kw)
-                verdict = await self._abefore_call(call)
+                tool, cid = door.tool_name, _fresh_call_id()
+                verdict = await self.abefore_tool_call(tool, args, session=sid, run_id=run,
+                                                       call_id=cid)
                 if verdict.action == "block":
-                    return blocked(verdict)
+                    return door.blocked(verdict, sid, run)
                 try:
                     result = await fn(*a, **kw)
                 except Exception as exc:
-                    if self._outcome(call, args, MISSING, exc):
-                        await self._aafter_call(call)
+                    await self.aafter_tool_call(tool, args, session=sid, run_id=run,
+                                                call_id=cid, error=exc)
                     raise
-                if self._outcome(call, args, result, MISSING):
-                    await self._aafter_call(call)
-                return result
+                after = await self.aafter_tool_call(tool, args, session=sid, run_id=run,
+                                                    call_id=cid, result=result)
+                return door.noted(result, verdict, after)
 
             return cast(F, async_wrapper)
 
         @functools.wraps(fn)
         def wrapper(*a: Any, **kw: Any) -> Any:
-            call, args = admitted(a, kw)
-            if call is None:
+            try:
+                args, sid, run = door.ids(a, kw)
+            except Exception as exc:  # e.g. a session callable that raised: run unguarded
+                self._internal_error(door.tool_name, exc)
                 return fn(*a, **kw)
-            verdict = self._before_call(call)
+            tool, cid = door.tool_name, _fresh_call_id()
+            verdict = self.before_tool_call(tool, args, session=sid, run_id=run, call_id=cid)
             if verdict.action == "block":
-                return blocked(verdict)
+                return door.blocked(verdict, sid, run)
             try:
                 result = fn(*a, **kw)
             except Exception as exc:
-                if self._outcome(call, args, MISSING, exc):
-                    self._after_call(call)
+                self.after_tool_call(tool, args, session=sid, run_id=run, call_id=cid, error=exc)
                 raise
-            if self._outcome(call, args, result, MISSING):
-                self._after_call(call)
-            return result
+            after = self.after_tool_call(tool, args, session=sid, run_id=run, call_id=cid,
+                                         result=result)
+            return door.noted(result, verdict, after)
 
         return cast(F, wrapper)
 
@@ -478,44 +547,6 @@ class LoopGuard:
                                                                    error)
         call.error = error
         return call
-
-    def _outcome(self, call: _Call, args: Any, result: Any, error: Any) -> bool:
-        """Hash an admitted call's outcome into it (the decorator's after hook); False, logged,
-        when the outcome cannot be hashed."""
-        try:
-            call.outcome, call.leaves = self.detector.observe_prepared(call.prospect, args,
-                                                                       result, error)
-        except Exception as exc:
-            self._internal_error(call.prospect.tool_name, exc)
-            return False
-        call.error = error
-        return True
-
-    def _before_call(self, call: _Call) -> Verdict:
-        """before_tool_call for a call already fingerprinted (the decorator's)."""
-        # (_run's failure policy, written out in the per-call steps: no fallback closure.)
-        try:
-            step = self.store.transact(call.session, lambda state: self._before(state, call))
-        except Exception as exc:
-            step = self._store_failed(exc, lambda: self._store_fallback(call.prospect.tool_name,
-                                                                        call.call_id))
-        else:
-            if self._store_down:
-                self._store_ok()
-        self.stats.calls += 1
-        return step if type(step) is Verdict else self._finish(step)
-
-    def _after_call(self, call: _Call) -> Verdict:
-        """after_tool_call for a call whose outcome is already hashed into it."""
-        try:
-            step = self.store.transact(call.session, lambda state: self._after(state, call))
-        except Exception as exc:
-            step = self._store_failed(exc, lambda: Verdict("allow", None, call.prospect.tool_name))
-        else:
-            if self._store_down:
-                self._store_ok()
-        self.stats.outcomes += 1
-        return step if type(step) is Verdict else self._finish(step)
 
     async def _abefore_call(self, call: _Call) -> Verdict:
         step = await self._arun(call.session, lambda state: self._before(state, call),
@@ -989,6 +1020,13 @@ def _as_admitted(prospect: Prospect, record: CallRecord) -> Prospect:
                     prospect.profile)
 
 
+def _fresh_call_id() -> str:
+    """The decorator's call id: its after hook then records the outcome on the admitted call,
+    even when the tool changed its own arguments while it ran (unique across processes that
+    share a store)."""
+    return uuid.uuid4().hex
+
+
 def _tool_name(fn: Callable[..., Any], name: object) -> str:
     """The decorator's tool name: ``name``, else the function's name (total, see _text)."""
     text = "" if name is None else text_id(name)
@@ -1005,3 +1043,76 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
         return inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+
+
+#: A decorator's ``session=`` / ``run_id=``: a string, or a callable of the call's bound
+#: arguments (a dict), or of nothing.
+IdSource = str | Callable[[], str] | Callable[[dict[str, Any]], str]
+
+
+def _id_source(value: object, label: str) -> Callable[[dict[str, Any]], str | None]:
+    if value is None or isinstance(value, str):
+        return lambda _args: value
+    if not callable(value):
+        fixed = text_id(value)  # any other value is an id like the hooks' (see _text)
+        return lambda _args: fixed
+    signature = _signature(value)
+    if signature is not None and not signature.parameters:
+        return lambda _args: cast(Callable[[], str], value)()
+    return lambda args: cast(Callable[[dict[str, Any]], str], value)(dict(args))
+
+
+class _FunctionDoor:
+    """What ``guard.wrap`` needs per call: argument binding, ids, and the block/note policy."""
+
+    __slots__ = ("exit_behavior", "guard", "on_block", "run", "session", "signature",
+                 "tool_name")
+
+    def __init__(self, guard: LoopGuard, tool_name: str, signature: inspect.Signature | None,
+                 session: Callable[[dict[str, Any]], str | None],
+                 run: Callable[[dict[str, Any]], str | None],
+                 on_block: Literal["raise", "return"], exit_behavior: ExitBehavior) -> None:
+        self.guard = guard
+        self.tool_name = tool_name
+        self.signature = signature
+        self.session = session
+        self.run = run
+        self.on_block = on_block
+        self.exit_behavior = exit_behavior
+
+    def ids(self, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[dict[str, Any], str,
+                                                                     str | None]:
+        args = self.bind(a, kw)
+        run = self.run(args)
+        return args, text_id(self.session(args)), optional_id(run)
+
+    def bind(self, a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+        if self.signature is None:
+            return {"args": list(a), **kw}
+        try:
+            bound = self.signature.bind(*a, **kw)
+        except TypeError:
+            return {"args": list(a), **kw}
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    def blocked(self, verdict: Verdict, session: str, run: str | None) -> Any:
+        if verdict.terminate and self.exit_behavior != "continue":
+            raise terminated_error(verdict, session=session, run_id=run)
+        if self.on_block == "raise":
+            raise LoopBlockedError(verdict)
+        return verdict.blocked_result()
+
+    def noted(self, result: Any, *verdicts: Verdict) -> Any:
+        """``result`` with the warning note(s) the model should see."""
+        for verdict in verdicts:
+            note = verdict.note
+            if note is None:
+                continue
+            if isinstance(result, str) or (isinstance(result, dict)
+                                           and isinstance(result.get("content"), list)):
+                result = append_note(result, note)
+            else:
+                log.info("loopwarden: no warning note added to the %s result of %s: %s",
+                         type(result).__name__, self.tool_name, note)
+        return result

@@ -105,7 +105,9 @@ def _assert_warn_then_block(out: dict[str, Any], model: ScriptedChatModel, runs:
 
 def test_warns_at_eleventh_and_blocks_at_twenty_first_call() -> None:
     guard, job, model = _guard(), JobTool(), ScriptedChatModel()
-    agent = create_agent(model, [job.sync], middleware=[LoopGuardMiddleware(guard)],
+    # "continue": the run goes on past the terminal stop (the default "end" stops at call 22)
+    agent = create_agent(model, [job.sync],
+                         middleware=[LoopGuardMiddleware(guard, exit_behavior="continue")],
                          checkpointer=InMemorySaver())
     out = agent.invoke({"messages": [("user", "wait for build-7")]},
                        {"configurable": {"thread_id": "t1"}, "recursion_limit": 200})
@@ -115,7 +117,8 @@ def test_warns_at_eleventh_and_blocks_at_twenty_first_call() -> None:
 
 async def test_async_path_warns_and_blocks() -> None:
     guard, job, model = _guard(), JobTool(), ScriptedChatModel()
-    agent = create_agent(model, [job.async_], middleware=[LoopGuardMiddleware(guard)],
+    agent = create_agent(model, [job.async_],
+                         middleware=[LoopGuardMiddleware(guard, exit_behavior="continue")],
                          checkpointer=InMemorySaver())
     out = await agent.ainvoke({"messages": [("user", "wait for build-7")]},
                               {"configurable": {"thread_id": "t1"}, "recursion_limit": 200})

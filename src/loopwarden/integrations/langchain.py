@@ -2,18 +2,29 @@
 
 ```python
 from langchain.agents import create_agent
-from loopwarden import LoopDetectionConfig, LoopGuard
+from loopwarden import LoopGuard
 from loopwarden.integrations.langchain import LoopGuardMiddleware
 
-guard = LoopGuard(LoopDetectionConfig(enabled=True))
+guard = LoopGuard()  # enabled, default thresholds
 agent = create_agent(model, tools, middleware=[LoopGuardMiddleware(guard)])
 agent.invoke({"messages": [...]}, {"configurable": {"thread_id": "t1"}})
 ```
 
-Every tool call is asked of the guard before it runs and its outcome recorded after. A warning
-reaches the model as the note appended to the call's ``ToolMessage``; a blocked call does not
-run and the model gets a ``ToolMessage`` with the loop message and ``status="error"`` (its
-``artifact`` holds the OpenClaw-shaped blocked result).
+One assistant message's tool calls are admitted together, as one batch, right after the model
+answered (``after_model``); each call that runs then has its outcome recorded
+(``wrap_tool_call``). A warning reaches the model as the note appended to the call's
+``ToolMessage``. A critical blocks the whole batch: no call of it runs, and each gets a
+``ToolMessage`` with ``status="error"`` and the loop message (its ``artifact`` holds the
+OpenClaw-shaped blocked result); the model gets one recovery turn. A second critical in the same
+run is the terminal stop, handled by ``exit_behavior`` (named like LangChain's
+``ToolCallLimitMiddleware``):
+
+- ``"end"`` (default): every call of the batch is answered with its blocked ``ToolMessage``, an
+  ``AIMessage`` with the stop message is added as the final answer, and the run jumps to its
+  end. The thread stays consistent, so a later turn on it (with a checkpointer) works.
+- ``"error"``: the same messages are written, then :class:`loopwarden.LoopTerminatedError` is
+  raised at the end of the run (``after_agent``), carrying the detection.
+- ``"continue"``: calls are only blocked (the recovery texts); the model decides when to stop.
 
 Ids: session = the LangGraph thread id (``configurable.thread_id``), or the run when there is
 none; run = one graph run (one ``invoke``/``stream``; a resume after an interrupt continues it),
@@ -27,25 +38,39 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
-from langchain.agents.middleware.types import PrivateStateAttr, ToolCallRequest
-from langchain_core.messages import AnyMessage, ToolMessage
+from langchain.agents.middleware.types import PrivateStateAttr, ToolCallRequest, hook_config
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
-from ..guard import LoopGuard, Verdict
-from ..types import MISSING
+from ..detectors import Detection
+from ..errors import LoopTerminatedError
+from ..guard import (
+    STOP_MESSAGE,
+    BatchAdmission,
+    ExitBehavior,
+    LoopGuard,
+    Verdict,
+    append_note,
+    check_exit_behavior,
+    continuing,
+    terminated_error,
+)
+from ..types import MISSING, ToolCall
 
 __all__ = ["LoopGuardMiddleware", "LoopGuardState"]
 
 RUN_KEY = "loopwarden_run_id"
 SESSION_KEY = "loopwarden_session"
 COMPACTION_KEY = "loopwarden_compaction_seen"
+ADMITTED_KEY = "loopwarden_admitted"
+STOP_KEY = "loopwarden_stop"
 _SUMMARY_SOURCE = "summarization"  # how SummarizationMiddleware marks its summary message
 
 ToolResponse = ToolMessage | Command[Any]
@@ -59,6 +84,11 @@ class LoopGuardState(AgentState[Any]):
     loopwarden_run_id: NotRequired[Annotated[str, PrivateStateAttr]]
     loopwarden_session: NotRequired[Annotated[str, PrivateStateAttr]]
     loopwarden_compaction_seen: NotRequired[Annotated[str, PrivateStateAttr]]
+    #: The last admitted assistant message: ``{"message": its id, "notes": {call id: the
+    #: warning note for that call, or ""}}``; written once per model turn.
+    loopwarden_admitted: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+    #: The terminal stop of this run under ``exit_behavior="error"`` (raised by after_agent).
+    loopwarden_stop: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,26 +105,30 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
 
     ``session`` overrides the session id: a string, or a callable that receives the LangGraph
     ``Runtime`` (``context``, ``execution_info``, ``store``) once per run. ``agent_id`` names
-    the agent on loop events. Put it first in ``middleware=[...]`` so it sees every call before
-    other tool wrappers retry or rewrite it.
+    the agent on loop events. ``exit_behavior``: ``"end"`` (default), ``"error"`` or
+    ``"continue"`` (see the module docs). Put it first in ``middleware=[...]`` so it sees every
+    call before other tool wrappers retry or rewrite it (its ``after_model`` then runs last,
+    on the calls other middleware left to run).
     """
 
     state_schema = LoopGuardState
 
     def __init__(
-        self, guard: LoopGuard, *, session: SessionSource = None, agent_id: str | None = None
+        self, guard: LoopGuard, *, session: SessionSource = None, agent_id: str | None = None,
+        exit_behavior: ExitBehavior = "end",
     ) -> None:
         super().__init__()
         self.guard = guard
         self.session = session
         self.agent_id = agent_id
+        self.exit_behavior = check_exit_behavior(exit_behavior)
         self.tools = []
 
     # -- run ids --------------------------------------------------------------------------
 
     def before_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         run = _given_run_id(runtime) or uuid.uuid4().hex
-        return {RUN_KEY: run, SESSION_KEY: self._session_for(runtime, run)}
+        return {RUN_KEY: run, SESSION_KEY: self._session_for(runtime, run), STOP_KEY: None}
 
     async def abefore_agent(
         self, state: LoopGuardState, runtime: Runtime[Any]
@@ -110,26 +144,6 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         thread = getattr(info, "thread_id", None)
         return str(thread or run or "default")
 
-    # -- compaction -----------------------------------------------------------------------
-
-    def after_model(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        summary = _new_summary(state)
-        if summary is None:
-            return None
-        self.guard.compaction_retried(session=self._state_session(state, runtime),
-                                      run_id=_get(state, RUN_KEY))
-        return {COMPACTION_KEY: summary}
-
-    async def aafter_model(
-        self, state: LoopGuardState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        summary = _new_summary(state)
-        if summary is None:
-            return None
-        await self.guard.acompaction_retried(session=self._state_session(state, runtime),
-                                             run_id=_get(state, RUN_KEY))
-        return {COMPACTION_KEY: summary}
-
     def _state_session(self, state: Any, runtime: Any) -> str:
         session = _get(state, SESSION_KEY)
         if session:
@@ -137,17 +151,124 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         # A checkpoint written before this middleware was added has no stamped ids.
         return self._session_for(runtime, _get(state, RUN_KEY) or _given_run_id(runtime))
 
+    # -- batch admission (and compaction) after each model call ----------------------------
+
+    @hook_config(can_jump_to=["end"])
+    def after_model(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        update: dict[str, Any] = {}
+        summary = _new_summary(state)
+        if summary is not None:
+            self.guard.compaction_retried(session=self._state_session(state, runtime),
+                                          run_id=_get(state, RUN_KEY))
+            update[COMPACTION_KEY] = summary
+        batch = self._batch(state, runtime)
+        if batch is not None:
+            message, calls = batch
+            admission = self.guard.admit_batch(
+                [ToolCall(c.tool, c.args, c.call_id) for c in calls], session=calls[0].session,
+                run_id=calls[0].run, agent_id=self.agent_id)
+            update.update(self._admitted(message, calls, admission))
+        return update or None
+
+    @hook_config(can_jump_to=["end"])
+    async def aafter_model(
+        self, state: LoopGuardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        update: dict[str, Any] = {}
+        summary = _new_summary(state)
+        if summary is not None:
+            await self.guard.acompaction_retried(session=self._state_session(state, runtime),
+                                                 run_id=_get(state, RUN_KEY))
+            update[COMPACTION_KEY] = summary
+        batch = self._batch(state, runtime)
+        if batch is not None:
+            message, calls = batch
+            admission = await self.guard.aadmit_batch(
+                [ToolCall(c.tool, c.args, c.call_id) for c in calls], session=calls[0].session,
+                run_id=calls[0].run, agent_id=self.agent_id)
+            update.update(self._admitted(message, calls, admission))
+        return update or None
+
+    def _batch(self, state: Any, runtime: Any) -> tuple[AIMessage, list[_Call]] | None:
+        """The newest assistant message and its calls still to run, unless already admitted
+        (a re-run node) or there are none."""
+        found = _unanswered(_get(state, "messages") or [])
+        if found is None:
+            return None
+        message, tool_calls = found
+        admitted = _get(state, ADMITTED_KEY)
+        if message.id and isinstance(admitted, Mapping) and admitted.get("message") == message.id:
+            return None
+        session = self._state_session(state, runtime)
+        run = _get(state, RUN_KEY) or _given_run_id(runtime)
+        return message, [_Call(str(c.get("name") or "tool"), c.get("args", {}), c.get("id"),
+                               session, run) for c in tool_calls]
+
+    def _admitted(self, message: AIMessage, calls: list[_Call],
+                  admission: BatchAdmission) -> dict[str, Any]:
+        """The state update for an admitted batch: the notes for the calls that run, or the
+        blocked answers to every call (and, at the terminal stop, the end of the run)."""
+        if admission.intervention is None:
+            notes = {c.call_id: v.note or "" for c, v in zip(calls, admission.verdicts,
+                                                            strict=True)}
+            return {ADMITTED_KEY: {"message": message.id, "notes": notes}}
+        verdicts: Sequence[Verdict] = admission.verdicts
+        stop = admission.terminal and self.exit_behavior != "continue"
+        if not stop:
+            verdicts = [continuing(v) for v in verdicts]
+        answers: list[AnyMessage] = [_blocked_message(c, v)
+                                     for c, v in zip(calls, verdicts, strict=True)]
+        update: dict[str, Any] = {ADMITTED_KEY: {"message": message.id, "notes": {}}}
+        if stop:
+            trigger = next(v for v in verdicts if v.detection is not None)
+            answers.append(_stop_message())
+            update["jump_to"] = "end"
+            if self.exit_behavior == "error":
+                update[STOP_KEY] = _stop_record(trigger, calls[0].session, calls[0].run)
+        update["messages"] = answers
+        return update
+
+    # -- the terminal stop: a one-call block (before_model), "error" (after_agent) ---------
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        # Only a call admitted one by one (not by after_model) can leave a terminal block
+        # here; a terminal batch already ended the run.
+        if self.exit_behavior != "end" or not _ends_run(_get(state, "messages") or []):
+            return None
+        return {"messages": [_stop_message()], "jump_to": "end"}
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(
+        self, state: LoopGuardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)
+
+    def after_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        stop = _get(state, STOP_KEY)
+        if stop and self.exit_behavior == "error":
+            raise _terminated(stop)
+        return None
+
+    async def aafter_agent(
+        self, state: LoopGuardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)
+
     # -- tool calls -----------------------------------------------------------------------
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResponse]
     ) -> ToolResponse:
         call = self._call(request)
-        verdict = self.guard.before_tool_call(
-            call.tool, call.args, session=call.session, run_id=call.run, call_id=call.call_id,
-            agent_id=self.agent_id)
-        if verdict.action == "block":
-            return _blocked_message(call, verdict)
+        notes = _admitted_notes(request.state, call)
+        if notes is None:  # not admitted with its message: ask for this call alone
+            verdict = self.guard.before_tool_call(
+                call.tool, call.args, session=call.session, run_id=call.run,
+                call_id=call.call_id, agent_id=self.agent_id)
+            if verdict.action == "block":
+                return self._blocked(call, verdict)
+            notes = [verdict.note] if verdict.note else []
         try:
             response = handler(request)
         except GraphBubbleUp:
@@ -157,7 +278,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
             raise
         after = self.guard.after_tool_call(call.tool, call.args, **_outcome(response, call),
                                            **self._ids(call))
-        return _annotated(response, call, verdict, after)
+        return _annotated(response, call, [*notes, *([after.note] if after.note else [])])
 
     async def awrap_tool_call(
         self,
@@ -165,11 +286,14 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolResponse]],
     ) -> ToolResponse:
         call = self._call(request)
-        verdict = await self.guard.abefore_tool_call(
-            call.tool, call.args, session=call.session, run_id=call.run, call_id=call.call_id,
-            agent_id=self.agent_id)
-        if verdict.action == "block":
-            return _blocked_message(call, verdict)
+        notes = _admitted_notes(request.state, call)
+        if notes is None:
+            verdict = await self.guard.abefore_tool_call(
+                call.tool, call.args, session=call.session, run_id=call.run,
+                call_id=call.call_id, agent_id=self.agent_id)
+            if verdict.action == "block":
+                return self._blocked(call, verdict)
+            notes = [verdict.note] if verdict.note else []
         try:
             response = await handler(request)
         except GraphBubbleUp:
@@ -179,7 +303,17 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
             raise
         after = await self.guard.aafter_tool_call(call.tool, call.args, **_outcome(response, call),
                                                   **self._ids(call))
-        return _annotated(response, call, verdict, after)
+        return _annotated(response, call, [*notes, *([after.note] if after.note else [])])
+
+    def _blocked(self, call: _Call, verdict: Verdict) -> ToolMessage:
+        """A call blocked on its own. At the terminal stop, "error" raises here (a tool node
+        cannot write the stop to the state) and "end" marks the answer for before_model."""
+        if verdict.terminate:
+            if self.exit_behavior == "error":
+                raise terminated_error(verdict, session=call.session, run_id=call.run)
+            if self.exit_behavior == "continue":
+                verdict = continuing(verdict)
+        return _blocked_message(call, verdict)
 
     def _call(self, request: ToolCallRequest) -> _Call:
         tool_call = request.tool_call
@@ -222,14 +356,82 @@ def _new_summary(state: Any) -> str | None:
     return None
 
 
+def _unanswered(messages: Sequence[AnyMessage]) -> tuple[AIMessage, list[Any]] | None:
+    """The last assistant message and its tool calls that have no ``ToolMessage`` answer yet
+    (other middleware may have answered some already), or ``None``."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, AIMessage):
+            answered = {m.tool_call_id for m in messages[i + 1:] if isinstance(m, ToolMessage)}
+            calls = [c for c in message.tool_calls if c.get("id") not in answered]
+            return (message, calls) if calls else None
+    return None
+
+
+def _ends_run(messages: Sequence[AnyMessage]) -> bool:
+    """Whether the last assistant message's answers include a terminal loopwarden block."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return False
+        if isinstance(message, ToolMessage) and _is_terminal_block(message.artifact):
+            return True
+    return False
+
+
+def _is_terminal_block(artifact: Any) -> bool:
+    if not isinstance(artifact, Mapping) or artifact.get("terminate") is not True:
+        return False
+    details = artifact.get("details")
+    return isinstance(details, Mapping) and details.get("deniedReason") == "tool-loop"
+
+
+def _admitted_notes(state: Any, call: _Call) -> list[str] | None:
+    """The warning notes of a call admitted with its message, or ``None`` if it was not."""
+    admitted = _get(state, ADMITTED_KEY)
+    notes = admitted.get("notes") if isinstance(admitted, Mapping) else None
+    if not isinstance(notes, Mapping) or call.call_id not in notes:
+        return None
+    note = notes[call.call_id]
+    return [note] if note else []
+
+
 def _blocked_message(call: _Call, verdict: Verdict) -> ToolMessage:
+    artifact = verdict.blocked_result()
+    if verdict.terminate:
+        artifact["terminate"] = True  # (a batch's result has it already; a lone call's not)
     return ToolMessage(
         content=verdict.message or "",
         tool_call_id=call.call_id or "",
         name=call.tool,
         status="error",
-        artifact=verdict.blocked_result(),
+        artifact=artifact,
     )
+
+
+def _stop_message() -> AIMessage:
+    """The run's final answer at the terminal stop."""
+    return AIMessage(content=STOP_MESSAGE, response_metadata={"loopwarden": "terminated"})
+
+
+def _stop_record(verdict: Verdict, session: str, run: str | None) -> dict[str, Any]:
+    """The terminal stop as plain data (the state is checkpointed), for after_agent."""
+    detection = verdict.detection
+    return {
+        "tool": verdict.tool_name, "session": session, "run": run,
+        "result": verdict.blocked_result(),
+        "detection": None if detection is None else {
+            "level": detection.level, "detector": detection.detector, "count": detection.count,
+            "message": detection.message, "paired_tool_name": detection.paired_tool_name,
+            "warning_key": detection.warning_key},
+    }
+
+
+def _terminated(stop: Mapping[str, Any]) -> LoopTerminatedError:
+    found = stop.get("detection")
+    detection = Detection(**found) if isinstance(found, Mapping) else None
+    return LoopTerminatedError(STOP_MESSAGE, detection, tool_name=stop.get("tool"),
+                               session=stop.get("session"), run_id=stop.get("run"),
+                               result=stop.get("result"))
 
 
 def _tool_message(response: Any, call: _Call) -> ToolMessage | None:
@@ -265,16 +467,16 @@ def _blocks(content: Any) -> list[Any]:
     return list(content)
 
 
-def _annotated(response: ToolResponse, call: _Call, *verdicts: Verdict) -> ToolResponse:
+def _annotated(response: ToolResponse, call: _Call, notes: Sequence[str]) -> ToolResponse:
     """The response with the warning note(s) appended to the call's ``ToolMessage``."""
-    if not any(v.note for v in verdicts):
+    if not notes:
         return response
     message = _tool_message(response, call)
     if message is None:
         return response
     content: Any = message.content
-    for verdict in verdicts:
-        content = verdict.annotate(content)
+    for note in notes:
+        content = append_note(content, note)
     noted = message.model_copy(update={"content": content})
     if isinstance(response, ToolMessage):
         return noted
