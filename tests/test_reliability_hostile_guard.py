@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
@@ -437,9 +436,8 @@ def test_surrogate_ids_never_raise_into_the_host(scenario: Scenario, use_async: 
     check_scenario(scenario, use_async, compare=False)
 
 
-# needs stores fix: SQLite and Redis cannot yet store ids and tool names holding lone
-# surrogates, so they fail open (allow, counted as store failures) where MemoryStore detects.
-# Non-strict: once the stores encode such text, this XPASSes and the mark can go.
+# SQLite and Redis encode ids and tool names holding lone surrogates losslessly, so they give
+# MemoryStore's verdicts.
 @settings(SETTINGS, max_examples=15, phases=[Phase.explicit, Phase.generate])
 @given(scenario=scenarios(surrogate_ids=True), use_async=st.booleans())
 def test_surrogate_ids_get_the_same_verdicts_on_every_store(scenario: Scenario,
