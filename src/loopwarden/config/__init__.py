@@ -20,42 +20,40 @@ from typing import TYPE_CHECKING, Any, Final
 import json5 as json5  # tests replace json5.loads through this module
 
 from ..errors import LoopwardenError as LoopwardenError
-from .errors import ConfigError, Issue
+from .errors import ConfigError
+from .errors import Issue as Issue
 from .errors import _key_segment as _key_segment  # cli_config spells key paths with it
 from .model import (
     DetectorsConfig,
     LoopDetectionConfig,
     PerToolConfig,
     PostCompactionGuardConfig,
-    logger,
 )
+from .model import logger as logger
 from .openclaw_file import (
     MAX_CONFIG_BYTES,
     LoadedConfig,
-    Scope,
     config_from_mapping,
     load_config,
     load_config_with_origins,
 )
-from .presets import PRESETS, Preset, PresetName
+from .openclaw_file import Scope as Scope
+from .presets import PRESETS, Preset
+from .presets import PresetName as PresetName
 
 __all__ = [
     "MAX_CONFIG_BYTES",
     "PRESETS",
     "ConfigError",
     "DetectorsConfig",
-    "Issue",
     "LoadedConfig",
     "LoopDetectionConfig",
     "PerToolConfig",
     "PostCompactionGuardConfig",
     "Preset",
-    "PresetName",
-    "Scope",
     "config_from_mapping",
     "load_config",
     "load_config_with_origins",
-    "logger",
 ]
 
 # The former module's private helpers, by their new home: still importable from here (tests
