@@ -633,6 +633,6 @@ def test_config_check_marks_a_repaired_entry_value(tmp_path: Path) -> None:
 def test_config_check_reports_a_bad_entry(tmp_path: Path) -> None:
     path = write(tmp_path, '{tools: {loopDetection: {perTool: {"browser*": {warningThreshold: 2.5}}}}}')
     result = CliRunner().invoke(config_app, ["check", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert 'tools.loopDetection.perTool["browser*"].warningThreshold' in result.stderr
     assert "(got 2.5)" in result.stderr
