@@ -15,8 +15,8 @@ value orjson can serialise and a deterministic form for the rest:
   tuples -> their JSON text); colliding keys are all kept, ordered by key then value;
 - a reference back to a container that is still being serialised -> ``"[Circular]"``; a shared,
   non-cyclic container is serialised once and its output repeated (same bytes as in full);
-- bounded work: past 1,000,000 visited values each open container ends with a
-  ``"[Truncated]"`` entry; output past 64 MiB becomes
+- bounded work: past 250,000 values (custom objects count 11) the rest is ``"[Truncated]"``;
+  output past 64 MiB becomes
   ``{"__oversized__": {"bytes": n, "sha256": <digest over the distinct parts>}}``;
 - lone surrogates -> U+FFFD (a valid surrogate pair becomes its astral character);
 - integers beyond 64 bits -> their digits (hex string past Python's digit limit);
@@ -41,10 +41,10 @@ import types
 import uuid
 from array import array
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from pathlib import PurePath
-from typing import Any, Final, NamedTuple, TypeGuard
+from typing import Any, Final, NamedTuple, TypeGuard, TypeVar
 
 import orjson
 
@@ -84,6 +84,7 @@ _UNTRUSTED_NEEDLE_BYTES: Final = _UNTRUSTED_NEEDLE.encode()
 _CIRCULAR: Final = b'"[Circular]"'
 
 StrTransform = Callable[[str], str]
+T = TypeVar("T")
 
 
 def _refuse(value: object) -> object:
@@ -102,6 +103,18 @@ def canonical_json(value: object) -> bytes:
         except Exception:  # integers beyond 64 bits, non-string keys, lone surrogates
             pass
     return canonical_json_slow(value)
+
+
+def json_bytes(value: object, option: int = 0) -> bytes:
+    """``orjson.dumps(value, option=option)`` when orjson can be trusted with ``value`` (see
+    :func:`canonical_json`), else :func:`canonical_json`: for storing and reporting values that
+    came from callers. Never raises, never hands orjson a value that could crash it."""
+    if _orjson_safe(value):
+        try:
+            return orjson.dumps(value, option=option)
+        except Exception:
+            pass
+    return canonical_json(value)
 
 
 def canonical_json_slow(value: object, transform: StrTransform | None = None) -> bytes:
@@ -225,10 +238,13 @@ def _large_and_plain(root: object) -> bool:
 
 # -- the fallback --------------------------------------------------------------------------
 
-# Values (leaves and containers; a shared container once) one serialisation visits. Past it,
-# every container still open ends with a "[Truncated]" entry: objects that make up new children
-# on every access, or endless iterators, cannot keep the walk going.
-_MAX_NODES: Final = 1_000_000
+# Values one serialisation takes in (each child is counted when its container is read; a
+# shared container's children once; an object or custom mapping, whose own code runs, counts
+# _OBJECT_COST more). Past it, a container that has more ends with a "[Truncated]" entry and one
+# reached later is "[Truncated]" itself: objects that make up new children on every access, or
+# endless iterators, cannot keep the walk going (a second or two at most).
+_MAX_NODES: Final = 250_000
+_OBJECT_COST: Final = 10
 # Canonical output past this size is replaced by {"__oversized__": {"bytes", "sha256"}}, where
 # the digest is computed once per distinct part: a value sharing one subtree at every level
 # (2**40 paths through 41 lists) is hashed without being written out.
@@ -299,20 +315,21 @@ class _Frame:
     """One container being serialised: children are visited in order, parts collected."""
 
     __slots__ = ("cyclic", "depth", "index", "keys", "kind", "nested", "parts", "ref", "size",
-                 "values")
+                 "truncated", "values")
 
     ARRAY: Final = 0
     OBJECT: Final = 1
     SET: Final = 2
 
     def __init__(self, kind: int, ref: object, values: Sequence[object],
-                 keys: list[str] | None, depth: int, cyclic: bool) -> None:
+                 keys: list[str] | None, depth: int, cyclic: bool, truncated: bool) -> None:
         self.kind = kind
         self.ref = ref  # keeps the object alive, so its id stays unique while on the stack
         self.values = values
         self.keys = keys
         self.depth = depth
         self.cyclic = cyclic  # the enclosing walk's flag, restored (or-ed) when this closes
+        self.truncated = truncated  # the node budget left some children out
         self.index = 0
         self.parts: list[Rope] = []
         self.size = 0  # bytes of the parts
@@ -325,15 +342,11 @@ class _Frame:
         self.parts.append(part)
         self.size += size
 
-    def truncate(self) -> None:
-        """Out of nodes: the rest of this container is one "[Truncated]" entry."""
-        if self.keys is not None:
-            self.keys = [*self.keys[: len(self.parts)], _TRUNCATED_KEY]
-        self.values = self.values[: self.index]
-        self.parts.append(_TRUNCATED)
-        self.size += len(_TRUNCATED)
-
     def finish(self, digests: Digests) -> tuple[Rope, int]:
+        if self.truncated:  # the rest of this container is one "[Truncated]" entry
+            if self.keys is not None:
+                self.keys.append(_TRUNCATED_KEY)
+            self.add(_TRUNCATED, len(_TRUNCATED))
         parts = self.parts
         size = self.size + max(len(parts) - 1, 0) + 2  # brackets and commas
         if self.kind == _Frame.OBJECT:
@@ -415,6 +428,7 @@ class _Walker:
         return _flatten(rope)
 
     def _walk(self, root: object) -> tuple[Rope, int]:
+        self._nodes_left -= 1
         first = self._visit(root)
         if type(first) is bytes:
             return first, len(first)
@@ -426,9 +440,6 @@ class _Walker:
         while True:
             frame = stack[-1]
             if frame.index < len(frame.values):
-                if self._nodes_left <= 0:
-                    frame.truncate()
-                    continue
                 child = frame.values[frame.index]
                 frame.index += 1
                 visited = visit(child)
@@ -446,9 +457,8 @@ class _Walker:
                 return rope, size
             stack[-1].add(rope, size)
 
-    def _open(self, kind: int, ref: object, values: Sequence[object],
-              keys: list[str] | None = None) -> _Frame:
-        frame = _Frame(kind, ref, values, keys, self._depth, self._cyclic)
+    def _open(self, kind: int, ref: object, children: tuple[Sequence[object], bool]) -> _Frame:
+        frame = _Frame(kind, ref, children[0], None, self._depth, self._cyclic, children[1])
         self._cyclic = False
         self._on_stack[id(ref)] = self._depth
         self._depth += 1
@@ -463,14 +473,32 @@ class _Walker:
         self._cyclic = self._cyclic or frame.cyclic
         return rope, size
 
-    def _limit(self) -> int:
-        """How many children a container may contribute (+1, so the rest shows as truncated)."""
-        return max(self._nodes_left, 0) + 1
+    def _take(self, items: Iterable[T]) -> tuple[list[T], bool]:
+        """As many of ``items`` as the node budget still allows (each child is paid for when
+        it is taken, so an endless iterator or a child made afresh on every access stops), and
+        whether some were left out."""
+        allowed = max(self._nodes_left, 0)
+        taken = list(islice(items, allowed + 1))
+        truncated = len(taken) > allowed
+        if truncated:
+            del taken[allowed:]
+        self._nodes_left -= len(taken)
+        return taken, truncated
+
+    def _elements(self, value: list[object] | tuple[object, ...]) -> tuple[Sequence[object], bool]:
+        """A list's or tuple's items as stored (what orjson writes, whatever a subclass's
+        ``__iter__`` says), within the node budget."""
+        kind = type(value)
+        if (kind is tuple or kind is list) and len(value) <= self._nodes_left:
+            self._nodes_left -= len(value)
+            return (value if kind is tuple else list(value)), False
+        if isinstance(value, list):
+            return self._take(list.__iter__(value))
+        return self._take(tuple.__iter__(value))
 
     def _visit(self, value: object) -> Visited:
         """Leaf bytes for scalars; a new frame for containers (pushed by the caller); the rope
         and size of a container already serialised."""
-        self._nodes_left -= 1
         kind = type(value)
         if kind is str:
             return self._string(value)  # type: ignore[arg-type]
@@ -496,18 +524,17 @@ class _Walker:
         seen = self._seen(value)
         if seen is not None:
             return seen
-        limit = self._limit()
+        if self._nodes_left <= 0:
+            return _TRUNCATED  # (its children could not be taken)
         if isinstance(value, dict):
-            items = dict.items(value)
-            snapshot = list(items) if len(value) < limit else list(islice(items, limit))
-            return self._mapping(value, snapshot)
+            return self._mapping(value, self._take(dict.items(value)))
         if isinstance(value, (list, tuple)):
-            return self._open(_Frame.ARRAY, value, _elements(value, limit))
+            return self._open(_Frame.ARRAY, value, self._elements(value))
         if isinstance(value, deque):
-            return self._open(_Frame.ARRAY, value, list(islice(value, limit)))
+            return self._open(_Frame.ARRAY, value, self._take(value))
         if isinstance(value, (set, frozenset)):
-            return self._open(_Frame.SET, value, list(islice(value, limit)))
-        return self._visit_other(value, limit)
+            return self._open(_Frame.SET, value, self._take(value))
+        return self._visit_other(value)
 
     def _seen(self, value: object) -> Visited | None:
         """A container already serialised (its rope), or one still open (a cycle)."""
@@ -520,7 +547,7 @@ class _Walker:
             return _CIRCULAR
         return None
 
-    def _visit_other(self, value: object, limit: int) -> Visited:
+    def _visit_other(self, value: object) -> Visited:
         if isinstance(value, (datetime.date, datetime.time, uuid.UUID, orjson.Fragment)):
             return _orjson_leaf(value)
         if isinstance(value, enum.Enum):
@@ -531,18 +558,21 @@ class _Walker:
             return self._string(value.as_posix())
         if isinstance(value, complex):
             return b"[" + orjson.dumps(value.real) + b"," + orjson.dumps(value.imag) + b"]"
+        # What follows runs the value's own code (items, attributes, model_dump ...), at ten
+        # times the cost of a plain container: it takes more of the budget.
+        self._nodes_left -= _OBJECT_COST
         if isinstance(value, BaseException):
-            return self._mapping(value, _exception_items(value))
+            return self._mapping(value, self._take(_exception_items(value)))
         if isinstance(value, Mapping):
-            return self._mapping(value, list(islice(value.items(), limit)))
+            return self._mapping(value, self._take(value.items()))
         if isinstance(value, array):
-            return self._open(_Frame.ARRAY, value, list(islice(value.tolist(), limit)))
+            return self._open(_Frame.ARRAY, value, self._take(value.tolist()))
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return self._mapping(value, _dataclass_items(value))
+            return self._mapping(value, self._take(_dataclass_items(value)))
         converted = _converted(value)
         if converted is not _NOT_CONVERTED:
             return self._converted(value, converted)
-        return self._object(value, limit)
+        return self._object(value)
 
     def _enum(self, value: enum.Enum) -> Visited:
         inner = value.value
@@ -561,17 +591,18 @@ class _Walker:
             self._on_stack[id(original)] = visited.depth
         return visited
 
-    def _object(self, value: object, limit: int) -> Visited:
+    def _object(self, value: object) -> Visited:
         kind = type(value)
         entries: list[tuple[object, object]] = [("__object__", _qualified_name(kind))]
         name = _callable_name(value)
         if name is not None:
             entries.append(("name", name))
         else:
-            entries.append(("state", _object_state(value, limit)))
-        return self._mapping(value, entries)
+            entries.append(("state", _object_state(value, max(self._nodes_left, 0) + 1)))
+        return self._mapping(value, self._take(entries))
 
-    def _mapping(self, ref: object, items: list[tuple[object, object]]) -> _Frame:
+    def _mapping(self, ref: object, children: tuple[list[tuple[object, object]], bool]) -> _Frame:
+        items, truncated = children
         # Keys are stringified while the mapping is on the stack, so a key whose state refers
         # back to this mapping serialises as "[Circular]" instead of recursing forever.
         depth, cyclic, ident = self._depth, self._cyclic, id(ref)
@@ -585,13 +616,18 @@ class _Walker:
             self._depth = depth
             self._cyclic = self._cyclic or cyclic
             raise
-        return _Frame(_Frame.OBJECT, ref, [item for _, item in items], keys, depth, cyclic)
+        return _Frame(_Frame.OBJECT, ref, [item for _, item in items], keys, depth, cyclic,
+                      truncated)
 
     def _key(self, key: object) -> str:
         if isinstance(key, str):
             text = str.__str__(key)
             return text if _is_utf8_safe(text) else _replace_surrogates(text)
-        data = self._key_bytes(key)
+        kind = type(key)
+        if kind is int or kind is float or kind is bool or key is None:
+            data = _scalar_bytes(key)  # type: ignore[arg-type]  # as the walk writes it
+        else:
+            data = self._key_bytes(key)
         if data[:1] == b'"':
             try:
                 decoded = orjson.loads(data)
@@ -626,15 +662,14 @@ class _Walker:
             return orjson.dumps(_replace_surrogates(text))
 
 
-def _elements(value: list[object] | tuple[object, ...], limit: int) -> Sequence[object]:
-    """A list's or tuple's items as stored (what orjson writes, whatever a subclass's
-    ``__iter__`` says), at most ``limit`` of them."""
-    if type(value) is tuple:
-        return value if len(value) <= limit else value[:limit]
-    if type(value) is list:
-        return list(value) if len(value) <= limit else value[:limit]
-    storage = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)  # type: ignore[arg-type]
-    return list(islice(storage, limit))
+def _scalar_bytes(value: int | float | bool | None) -> bytes:
+    if value is None:
+        return b"null"
+    if value is True or value is False:
+        return b"true" if value else b"false"
+    if type(value) is int:
+        return _int_bytes(value)
+    return orjson.dumps(value)
 
 
 def _int_bytes(value: int) -> bytes:
@@ -855,7 +890,14 @@ def mutation_target_hash(tool_name: str, args: object, cwd: str | None = None) -
 
 
 def error_text(error: object) -> str:
-    """The text an error is hashed and scanned by (§c.3 step 1)."""
+    """The text an error is hashed and scanned by (§c.3 step 1); never raises."""
+    try:
+        return _error_text(error)
+    except Exception:  # e.g. a __class__ that raises: isinstance() asks it
+        return canonical_json(error).decode("utf-8", "replace")
+
+
+def _error_text(error: object) -> str:
     if isinstance(error, BaseException):
         try:
             message = str(error)
@@ -863,7 +905,7 @@ def error_text(error: object) -> str:
             message = ""
         return message or type(error).__name__
     if isinstance(error, str):
-        return error
+        return error if type(error) is str else str.__str__(error)
     if isinstance(error, bool):
         return "true" if error else "false"
     if isinstance(error, (int, float)):
@@ -1188,7 +1230,10 @@ def _content_text(content: list[object] | tuple[object, ...]) -> str:
             if type(text) is str and isinstance(entry.get("type"), str):
                 return text.strip()
     texts: list[str] = []
-    for entry in content:
+    # (As stored: a subclass's __iter__ could go on forever.)
+    entries = content if type(content) is list or type(content) is tuple else (
+        list.__iter__(content) if isinstance(content, list) else tuple.__iter__(content))
+    for entry in entries:
         if type(entry) is dict or isinstance(entry, Mapping):
             kind, text = entry.get("type"), entry.get("text")
             if isinstance(kind, str) and isinstance(text, str):
@@ -1337,12 +1382,17 @@ def _strip_keys(value: object, keys: frozenset[str], *, message_ids: bool) -> ob
     With ``message_ids``, ``id`` is also dropped from objects that look like a delivered
     message (string ``id`` and ``text`` plus a direction/sender/account/conversation).
     """
-    if not isinstance(value, (Mapping, list, tuple)):
-        return value
     try:
+        if not isinstance(value, (Mapping, list, tuple)):
+            return value
         return _strip_iteratively(value, keys, message_ids)
     except Exception:
         return value  # a misbehaving custom Mapping: hash it as it is
+
+
+# Containers one strip copies; past that the rest is hashed as it is (keys not stripped), so a
+# mapping that makes up new children on every access cannot keep it copying.
+_MAX_COPIES: Final = 250_000
 
 
 def _strip_iteratively(
@@ -1350,7 +1400,8 @@ def _strip_iteratively(
     keys: frozenset[str],
     message_ids: bool,
 ) -> object:
-    copies: dict[int, dict[object, object] | list[object]] = {}
+    # id -> (the source, kept alive so its id is not reused, and its copy)
+    copies: dict[int, tuple[object, dict[object, object] | list[object]]] = {}
     pending: list[tuple[object, dict[object, object] | list[object]]] = []
 
     def copy_of(value: object) -> object:
@@ -1358,9 +1409,11 @@ def _strip_iteratively(
             return value
         existing = copies.get(id(value))
         if existing is not None:
-            return existing
+            return existing[1]
+        if len(copies) >= _MAX_COPIES:
+            return value
         target: dict[object, object] | list[object] = {} if isinstance(value, Mapping) else []
-        copies[id(value)] = target
+        copies[id(value)] = (value, target)
         pending.append((value, target))
         return target
 
@@ -1370,11 +1423,17 @@ def _strip_iteratively(
         if isinstance(target, dict):
             assert isinstance(source, Mapping)
             drop_id = message_ids and _looks_like_message(source)
-            for key, item in list(source.items()):
+            items = source.items()
+            # (A custom mapping's items may never end.)
+            pairs = list(items) if type(source) is dict else list(islice(items, _MAX_COPIES))
+            for key, item in pairs:
                 if key in keys or (drop_id and key == "id"):
                     continue
                 target[key] = copy_of(item)
         else:
             assert isinstance(source, (list, tuple))
-            target.extend(copy_of(item) for item in source)
+            # As stored: a subclass's __iter__ could go on forever.
+            stored = source if type(source) is list or type(source) is tuple else (
+                list.__iter__(source) if isinstance(source, list) else tuple.__iter__(source))
+            target.extend(copy_of(item) for item in stored)
     return result

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any
 
 from .fingerprint import canonical_json
@@ -26,6 +27,7 @@ MAX_DIFFERING = 3
 MAX_LEAVES = 256
 MAX_DEPTH = 16
 MAX_REMEMBERED_CALLS = 32
+MAX_VISITS = 100_000
 DIGITS = "#digits"
 
 Leaves = dict[str, str]
@@ -33,20 +35,42 @@ _NUMBERS = re.compile(r"\d+(?:[.,]\d+)?")
 
 
 def leaves_of(value: Any) -> Leaves:
-    """A bounded ``path -> text`` view of a JSON-like result (pure; never raises)."""
+    """A bounded ``path -> text`` view of a JSON-like result (pure; never raises).
+
+    Bounded in work too: at most :data:`MAX_VISITS` nodes are looked at (a result sharing its
+    children at every level, or whose custom mappings make up new ones on every access, ends
+    there), and custom containers are read only that far."""
     leaves: Leaves = {}
     stack: list[tuple[str, Any, int]] = [("$", value, 0)]
-    while stack and len(leaves) < MAX_LEAVES:
+    visits = 0
+    while stack and len(leaves) < MAX_LEAVES and visits < MAX_VISITS:
+        visits += 1
         path, node, depth = stack.pop()
-        if isinstance(node, Mapping) and depth < MAX_DEPTH:
-            stack.extend((f"{path}.{k}", v, depth + 1) for k, v in node.items() if isinstance(k, str))
-        elif isinstance(node, (list, tuple)) and depth < MAX_DEPTH:
-            stack.extend((f"{path}[{i}]", v, depth + 1) for i, v in enumerate(node))
-        elif isinstance(node, str):
-            leaves[path] = node
-        else:
-            leaves[path] = canonical_json(node).decode("utf-8", "replace")
+        try:
+            children = _children(path, node, MAX_VISITS - visits) if depth < MAX_DEPTH else None
+            if children is not None:
+                stack.extend((child_path, child, depth + 1) for child_path, child in children)
+                continue
+            if isinstance(node, str):
+                leaves[path] = node if type(node) is str else str.__str__(node)
+                continue
+        except Exception:  # a container that raises when read is a leaf like any value
+            pass
+        leaves[path] = canonical_json(node).decode("utf-8", "replace")
     return leaves
+
+
+def _children(path: str, node: Any, limit: int) -> list[tuple[str, Any]] | None:
+    """``(path, child)`` of a mapping's string keys or a list's items, else ``None``."""
+    if isinstance(node, Mapping):
+        items = node.items() if type(node) is dict else islice(node.items(), limit)
+        # (join, not an f-string: a str subclass's __format__ could raise.)
+        return [("".join((path, ".", k)), v) for k, v in items if isinstance(k, str)]
+    if isinstance(node, (list, tuple)):
+        if type(node) is not list and type(node) is not tuple:  # as stored, never endless
+            node = list.__iter__(node) if isinstance(node, list) else tuple.__iter__(node)
+        return [(f"{path}[{i}]", v) for i, v in enumerate(node)]
+    return None
 
 
 def learned_for(learned: Mapping[str, Any], tool: str) -> tuple[str, ...]:

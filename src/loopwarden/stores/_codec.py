@@ -15,16 +15,50 @@ from typing import Any, Literal
 import orjson
 
 from ..events import LoopEvent
+from ..fingerprint import canonical_json, json_bytes
 from ..history import SessionState
 
 __all__ = ["EVENT_FIELDS", "decode_state", "encode_state", "event_from_values", "field_text",
-           "text_value"]
+           "storable_id", "text_value"]
 
 Kind = Literal["str", "int", "tuple", "json"]
 
 
 def encode_state(state: SessionState) -> bytes:
-    return orjson.dumps(state.to_dict(), option=orjson.OPT_NON_STR_KEYS)
+    data = state.to_dict()
+    # Everything in a state is loopwarden's own plain data, but for two values callers hand in:
+    # records' tool names and call ids. orjson must never see one it could be crashed by (3.12
+    # and 3.13 abort the process on deeply nested tuples).
+    for record in state.history:  # (a plain loop: this runs over the whole history each time)
+        kind: type = type(record.call_id)
+        if type(record.tool_name) is not str or not (
+            kind is str or kind is int or record.call_id is None
+        ):
+            data["history"] = [
+                {**entry, "tool_name": storable_id(entry["tool_name"]),
+                 "call_id": storable_id(entry["call_id"])}
+                for entry in data["history"]
+            ]
+            break
+    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+
+
+def storable_id(value: Any) -> Any:
+    """A caller-given id as a store can keep it: a str, int, float, bool or None as it is (a
+    subclass as its plain value); anything else as its canonical JSON text."""
+    kind = type(value)
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
+        return value
+    try:
+        if isinstance(value, str):
+            return str.__str__(value)
+        if isinstance(value, int):
+            return int.__int__(value)
+        if isinstance(value, float):
+            return float.__float__(value)
+    except Exception:  # a __class__ that raises: isinstance() asks it
+        pass
+    return canonical_json(value).decode("utf-8", "replace")
 
 
 def decode_state(raw: bytes | str) -> SessionState:
@@ -55,8 +89,9 @@ def field_text(name: str, value: Any) -> str | None:
         return None
     kind = _KINDS.get(name, "json")
     if kind in ("str", "int"):
-        return str(value)
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        plain = storable_id(value)
+        return plain if type(plain) is str else str(plain)
+    return json_bytes(value, orjson.OPT_NON_STR_KEYS).decode()
 
 
 def text_value(name: str, text: str) -> Any:

@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 import orjson
 
 from ..events import LoopEvent
+from ..fingerprint import json_bytes
 from ..history import SessionState
-from ._codec import EVENT_FIELDS, decode_state, encode_state, event_from_values
+from ._codec import EVENT_FIELDS, decode_state, encode_state, event_from_values, storable_id
 from .base import StoreError
 
 __all__ = ["RunSummary", "SQLiteStore"]
@@ -325,8 +326,9 @@ def _rollback(conn: sqlite3.Connection) -> None:
 def _event_row(event: LoopEvent) -> tuple[Any, ...]:
     extra = {name: value for name in _EXTRA_FIELDS
              if (value := getattr(event, name)) not in (None, (), [], {})}
-    encoded = orjson.dumps(extra, option=orjson.OPT_NON_STR_KEYS).decode() if extra else None
-    return (*(getattr(event, c) for c in _EVENT_COLUMNS), encoded)
+    encoded = json_bytes(extra, orjson.OPT_NON_STR_KEYS).decode() if extra else None
+    # Caller-given values (call ids ...) as SQLite can bind them.
+    return (*(storable_id(getattr(event, c)) for c in _EVENT_COLUMNS), encoded)
 
 
 def _row_event(row: tuple[Any, ...]) -> LoopEvent:
