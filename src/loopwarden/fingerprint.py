@@ -1,18 +1,23 @@
 """Canonical serialisation and hashing of tool arguments and outcomes (spec §c). Pure, no I/O.
 
 ``canonical_json`` is total over any Python value and deterministic across processes. The common
-case is a single ``orjson.dumps(..., OPT_SORT_KEYS)``; anything orjson refuses (cycles, depth over
-254, non-string keys, integers beyond 64 bits, lone surrogates, bytes, sets, custom objects ...)
-goes to :func:`canonical_json_slow`, an iterative serialiser that emits byte-identical output for
-every value orjson can serialise and a deterministic form for the rest:
+case is a single ``orjson.dumps(..., OPT_SORT_KEYS)``, taken only for values a quick check finds
+safe for it: exact JSON types (tuples too), at most 128 levels deep, no container shared so often
+that writing it out would blow up. Everything else (cycles, deeper values, non-string keys,
+integers beyond 64 bits, lone surrogates, bytes, sets, subclasses, custom objects ...) goes to
+:func:`canonical_json_slow`, an iterative serialiser that emits byte-identical output for every
+value orjson can serialise and a deterministic form for the rest:
 
 - NaN and ±infinity serialise as ``null`` (what orjson does), so they hash like ``None``;
 - bytes-like values -> ``{"data": <base64>, "type": "Uint8Array"}``; sets -> arrays of their
   items sorted by serialised form; tuples, deques -> arrays;
 - dict keys that are not strings are stringified (``1`` -> ``"1"``, ``None`` -> ``"null"``,
   tuples -> their JSON text); colliding keys are all kept, ordered by key then value;
-- a reference back to a container that is still being serialised -> ``"[Circular]"``; shared,
-  non-cyclic references are serialised in full each time;
+- a reference back to a container that is still being serialised -> ``"[Circular]"``; a shared,
+  non-cyclic container is serialised once and its output repeated (same bytes as in full);
+- bounded work: past 250,000 values (custom objects count 11) the rest is ``"[Truncated]"``;
+  output past 64 MiB becomes
+  ``{"__oversized__": {"bytes": n, "sha256": <digest over the distinct parts>}}``;
 - lone surrogates -> U+FFFD (a valid surrogate pair becomes its astral character);
 - integers beyond 64 bits -> their digits (hex string past Python's digit limit);
 - dataclasses -> their fields; pydantic models -> ``model_dump()``; enums -> their value;
@@ -36,9 +41,10 @@ import types
 import uuid
 from array import array
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import islice
 from pathlib import PurePath
-from typing import Any, Final, NamedTuple, TypeGuard
+from typing import Any, Final, NamedTuple, TypeGuard, TypeVar
 
 import orjson
 
@@ -79,6 +85,7 @@ _UNTRUSTED_NEEDLE_BYTES: Final = _UNTRUSTED_NEEDLE.encode()
 _CIRCULAR: Final = b'"[Circular]"'
 
 StrTransform = Callable[[str], str]
+T = TypeVar("T")
 
 
 def _refuse(value: object) -> object:
@@ -91,14 +98,28 @@ def _refuse(value: object) -> object:
 
 def canonical_json(value: object) -> bytes:
     """Canonical, deterministic JSON-like bytes for any value; never raises."""
-    try:
-        return orjson.dumps(value, default=_refuse, option=_FAST_OPTIONS)
-    except Exception:
-        return canonical_json_slow(value)
+    if _orjson_safe(value):
+        try:
+            return orjson.dumps(value, option=_FAST_OPTIONS)
+        except Exception:  # integers beyond 64 bits, non-string keys, lone surrogates
+            pass
+    return canonical_json_slow(value)
+
+
+def json_bytes(value: object, option: int = 0) -> bytes:
+    """``orjson.dumps(value, option=option)`` when orjson can be trusted with ``value`` (see
+    :func:`canonical_json`), else :func:`canonical_json`: for storing and reporting values that
+    came from callers. Never raises, never hands orjson a value that could crash it."""
+    if _orjson_safe(value):
+        try:
+            return orjson.dumps(value, option=option)
+        except Exception:
+            pass
+    return canonical_json(value)
 
 
 def canonical_json_slow(value: object, transform: StrTransform | None = None) -> bytes:
-    """The fallback serialiser behind :func:`canonical_json` (iterative, any depth).
+    """The fallback serialiser behind :func:`canonical_json` (iterative, any depth, bounded).
 
     ``transform`` rewrites every string *value* (not keys) before it is encoded; ``digest``
     uses it for untrusted-content canonicalisation.
@@ -110,10 +131,136 @@ def canonical_json_slow(value: object, transform: StrTransform | None = None) ->
         return _opaque(value)
 
 
+# -- which values orjson is trusted with ------------------------------------------------------
+
+# Exact types orjson writes as leaves, byte for byte as the fallback does.
+_PLAIN_LEAVES: Final = frozenset(
+    {int, float, bool, type(None), datetime.datetime, datetime.date, datetime.time, uuid.UUID}
+)
+# Deeper values go to the fallback. orjson limits lists and dicts to 255 levels, but 3.12.0 to
+# 3.13.0 do not limit tuples: a few thousand nested tuples corrupt its heap and abort the
+# process. Far below every version's limit, orjson is safe with any mix of the three.
+_FAST_DEPTH: Final = 128
+# Items and string characters the quick check counts before it also looks for shared
+# containers (orjson would write a shared container out at every reference).
+_FAST_WEIGHT: Final = 1 << 16
+# A flat container this small is safe with any strings in it.
+_FLAT_ITEMS: Final = 64
+_PLAIN_TEXT_LEAVES: Final = _PLAIN_LEAVES | {str}
+_NOT_PLAIN: Final = -1
+_TOO_BIG: Final = -2
+
+
+def _orjson_safe(value: object) -> bool:
+    """Whether orjson may serialise ``value``: exact JSON types (tuples too), at most
+    ``_FAST_DEPTH`` levels, and no container so shared that writing it out would blow up.
+
+    This runs before every serialisation on the path of every call, and costs about what
+    orjson does on a small flat dict: most arguments and outcomes are one, so that case is
+    tested first, inline, and without measuring its strings (a flat container repeats a string
+    at most ``_FLAT_ITEMS`` times)."""
+    kind = type(value)
+    if kind is dict:
+        children: Any = value.values()  # type: ignore[attr-defined]
+    elif kind is str:
+        return True
+    elif kind is list or kind is tuple:
+        children = value
+    else:
+        return kind in _PLAIN_LEAVES
+    if len(value) <= _FLAT_ITEMS:  # type: ignore[arg-type]
+        for child in children:
+            if type(child) not in _PLAIN_TEXT_LEAVES:
+                break
+        else:
+            return True
+    try:
+        left = _weigh(value, _FAST_DEPTH, _FAST_WEIGHT)  # type: ignore[arg-type]
+        return left >= 0 or (left == _TOO_BIG and _large_and_plain(value))
+    except Exception:  # RecursionError when called near the interpreter's limit
+        return False
+
+
+def _weigh(node: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int, left: int) -> int:
+    """``left`` less the items and string characters of ``node``, or ``_NOT_PLAIN``, or
+    ``_TOO_BIG`` once ``left`` runs out (recursive: the common values are small and flat)."""
+    left -= len(node)
+    if left < 0:
+        return _TOO_BIG
+    for child in node.values() if type(node) is dict else node:  # type: ignore[union-attr]
+        kind = type(child)
+        if kind is str:
+            left -= len(child)
+        elif kind is dict or kind is list or kind is tuple:
+            if not depth:
+                return _NOT_PLAIN
+            left = _weigh(child, depth - 1, left)
+            if left < 0:
+                return left
+        elif kind not in _PLAIN_LEAVES:
+            return _NOT_PLAIN
+    return left if left >= 0 else _TOO_BIG
+
+
+def _large_and_plain(root: object) -> bool:
+    """The quick check for big values: also no non-empty container reached twice (shared or
+    cyclic) and at most ``_MAX_BYTES`` characters of text, keys included."""
+    seen: set[int] = set()
+    left = _MAX_BYTES
+    stack: list[tuple[Any, int]] = [(root, _FAST_DEPTH)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            return False
+        seen.add(id(node))
+        left -= len(node)
+        if type(node) is dict:
+            for key in node:
+                if type(key) is str:
+                    left -= len(key)
+            children = node.values()
+        else:
+            children = node
+        for child in children:
+            kind = type(child)
+            if kind is str:
+                left -= len(child)
+            elif kind is dict or kind is list or kind is tuple:
+                if not depth:
+                    return False
+                if child:  # empty ones (() is a singleton) cannot blow anything up
+                    stack.append((child, depth - 1))
+            elif kind not in _PLAIN_LEAVES:
+                return False
+        if left < 0:
+            return False
+    return True
+
+
+# -- the fallback --------------------------------------------------------------------------
+
+# Values one serialisation takes in (each child is counted when its container is read; a
+# shared container's children once; an object or custom mapping, whose own code runs, counts
+# _OBJECT_COST more). Past it, a container that has more ends with a "[Truncated]" entry and one
+# reached later is "[Truncated]" itself: objects that make up new children on every access, or
+# endless iterators, cannot keep the walk going (a second or two at most).
+_MAX_NODES: Final = 250_000
+_OBJECT_COST: Final = 10
+# Canonical output past this size is replaced by {"__oversized__": {"bytes", "sha256"}}, where
+# the digest is computed once per distinct part: a value sharing one subtree at every level
+# (2**40 paths through 41 lists) is hashed without being written out.
+_MAX_BYTES: Final = 64 * 1024 * 1024
+# Keys are stringified by a nested walk; keys inside keys deeper than this are opaque.
+_MAX_KEY_DEPTH: Final = 16
+# An enum whose value is an enum whose value ... (or itself).
+_MAX_ENUM_CHAIN: Final = 256
+_TRUNCATED: Final = b'"[Truncated]"'
+_TRUNCATED_KEY: Final = "[Truncated]"
 _INLINE_LIMIT: Final = 4096
 
 # A rope is serialised output as nested chunks; joining once at the end keeps deep values linear.
 Rope = bytes | list["Rope"]
+Digests = dict[int, tuple[object, bytes]]
 
 
 def _flatten(rope: Rope) -> bytes:
@@ -133,55 +280,108 @@ def _flatten(rope: Rope) -> bytes:
     return b"".join(chunks)
 
 
+def _rope_digest(root: Rope, digests: Digests) -> bytes:
+    """sha256 over the rope's structure, each distinct chunk or sub-rope hashed once.
+
+    ``digests`` holds every node it names, so an id is never reused while it is in there."""
+    stack: list[Rope] = [root]
+    while stack:
+        node = stack[-1]
+        known = digests.get(id(node))
+        if known is not None and known[0] is node:
+            stack.pop()
+            continue
+        if isinstance(node, bytes):
+            digests[id(node)] = (node, hashlib.sha256(b"b" + node).digest())
+            stack.pop()
+            continue
+        pending = [part for part in node if id(part) not in digests]
+        if pending:
+            stack.extend(pending)
+            continue
+        summary = hashlib.sha256(b"l")
+        for part in node:
+            summary.update(digests[id(part)][1])
+        digests[id(node)] = (node, summary.digest())
+        stack.pop()
+    return digests[id(root)][1]
+
+
+def _oversized(rope: Rope, size: int, digests: Digests) -> bytes:
+    fingerprint = _rope_digest(rope, digests).hex()
+    return b'{"__oversized__":{"bytes":%d,"sha256":"%s"}}' % (size, fingerprint.encode())
+
+
 class _Frame:
     """One container being serialised: children are visited in order, parts collected."""
 
-    __slots__ = ("index", "keys", "kind", "nested", "parts", "ref", "values")
+    __slots__ = ("cyclic", "depth", "index", "keys", "kind", "nested", "parts", "ref", "size",
+                 "truncated", "values")
 
     ARRAY: Final = 0
     OBJECT: Final = 1
     SET: Final = 2
 
-    def __init__(
-        self, kind: int, ref: object, values: list[object], keys: list[str] | None = None
-    ) -> None:
+    def __init__(self, kind: int, ref: object, values: Sequence[object],
+                 keys: list[str] | None, depth: int, cyclic: bool, truncated: bool) -> None:
         self.kind = kind
         self.ref = ref  # keeps the object alive, so its id stays unique while on the stack
         self.values = values
         self.keys = keys
+        self.depth = depth
+        self.cyclic = cyclic  # the enclosing walk's flag, restored (or-ed) when this closes
+        self.truncated = truncated  # the node budget left some children out
         self.index = 0
         self.parts: list[Rope] = []
+        self.size = 0  # bytes of the parts
         self.nested = False  # some part is a rope rather than bytes
 
-    def add(self, part: Rope) -> None:
+    def add(self, part: Rope, size: int) -> None:
         # Re-joining large children at every level would make deep chains quadratic.
-        if type(part) is not bytes or len(part) > _INLINE_LIMIT:
+        if type(part) is not bytes or size > _INLINE_LIMIT:
             self.nested = True
         self.parts.append(part)
+        self.size += size
 
-    def finish(self) -> Rope:
+    def finish(self, digests: Digests) -> tuple[Rope, int]:
+        if self.truncated:  # the rest of this container is one "[Truncated]" entry
+            if self.keys is not None:
+                self.keys.append(_TRUNCATED_KEY)
+            self.add(_TRUNCATED, len(_TRUNCATED))
+        parts = self.parts
+        size = self.size + max(len(parts) - 1, 0) + 2  # brackets and commas
+        if self.kind == _Frame.OBJECT:
+            return self._finish_object(digests)
+        oversized = size > _MAX_BYTES
         if self.kind == _Frame.ARRAY:
-            return _joined(b"[", self.parts, b"]", self.nested)
-        if self.kind == _Frame.SET:
-            return _joined(b"[", sorted(_flatten(part) for part in self.parts), b"]", False)
-        return self._finish_object()
+            return _joined(b"[", parts, b"]", self.nested or oversized), size
+        if oversized:  # the whole value is summarised: any fixed order will do
+            ordered = sorted(parts, key=lambda part: _rope_digest(part, digests))
+            return _joined(b"[", ordered, b"]", True), size
+        return _joined(b"[", sorted(_flatten(part) for part in parts), b"]", False), size
 
-    def _finish_object(self) -> Rope:
+    def _finish_object(self, digests: Digests) -> tuple[Rope, int]:
         keys, parts = self.keys, self.parts
         assert keys is not None
+        encoded = [orjson.dumps(key) for key in keys]
+        size = self.size + sum(map(len, encoded)) + 2 * len(keys) + 1 + (not keys)
+        oversized = size > _MAX_BYTES
         if len(set(keys)) == len(keys):
             order = sorted(range(len(keys)), key=keys.__getitem__)
         else:
             # Stringified keys collided (e.g. 1 and "1"): order the twins by their values.
-            flat = [_flatten(part) for part in parts]
-            order = sorted(range(len(keys)), key=lambda i: (keys[i], flat[i]))
+            ranks = ([_rope_digest(part, digests) for part in parts] if oversized
+                     else [_flatten(part) for part in parts])
+            order = sorted(range(len(keys)), key=lambda i: (keys[i], ranks[i]))
         rope: list[Rope] = [b"{"]
         for position, i in enumerate(order):
             prefix = b"," if position else b""
-            rope.append(prefix + orjson.dumps(keys[i]) + b":")
+            rope.append(prefix + encoded[i] + b":")
             rope.append(parts[i])
         rope.append(b"}")
-        return rope if self.nested else b"".join(rope)  # type: ignore[arg-type]
+        if self.nested or oversized:
+            return rope, size
+        return b"".join(rope), size  # type: ignore[arg-type]
 
 
 def _joined(opening: bytes, parts: list[Rope] | list[bytes], closing: bytes, nested: bool) -> Rope:
@@ -196,48 +396,120 @@ def _joined(opening: bytes, parts: list[Rope] | list[bytes], closing: bytes, nes
     return rope
 
 
+Visited = bytes | _Frame | tuple[Rope, int]
+
+
 class _Walker:
-    """Post-order, explicit-stack serialiser: no Python recursion over the value's depth."""
+    """Post-order, explicit-stack serialiser: no Python recursion over the value's depth, each
+    distinct acyclic container serialised once, and at most ``_MAX_NODES`` values visited."""
 
-    __slots__ = ("_on_stack", "_transform")
+    __slots__ = ("_cyclic", "_depth", "_digests", "_key_depth", "_key_memo", "_memo",
+                 "_nodes_left", "_on_stack", "_transform", "_value_memo")
 
-    def __init__(self, transform: StrTransform | None, on_stack: set[int] | None = None) -> None:
+    def __init__(self, transform: StrTransform | None) -> None:
         self._transform = transform
-        # ids of the containers currently open; shared with the walks that stringify keys
-        self._on_stack: set[int] = set() if on_stack is None else on_stack
+        # ids of the containers currently open (-> their depth), key walks included
+        self._on_stack: dict[int, int] = {}
+        # Finished containers whose walk met no cycle: they serialise the same wherever they
+        # occur, so a shared one is written once (id -> (object kept alive, rope, size)).
+        self._memo: dict[int, tuple[object, Rope, int]] = {}
+        self._value_memo = self._memo
+        # Keys are never transformed, so with a transform they keep their own memo.
+        self._key_memo = self._memo if transform is None else {}
+        self._digests: Digests = {}
+        self._nodes_left = _MAX_NODES
+        self._depth = 0  # containers open
+        self._cyclic = False  # a "[Circular]" was written since the innermost frame opened
+        self._key_depth = 0
 
     def serialise(self, root: object) -> bytes:
+        rope, size = self._walk(root)
+        if size > _MAX_BYTES:
+            return _oversized(rope, size, self._digests)
+        return _flatten(rope)
+
+    def _walk(self, root: object) -> tuple[Rope, int]:
+        self._nodes_left -= 1
         first = self._visit(root)
-        if isinstance(first, bytes):
+        if type(first) is bytes:
+            return first, len(first)
+        if type(first) is tuple:
             return first
+        assert isinstance(first, _Frame)
         stack: list[_Frame] = [first]
+        visit = self._visit
         while True:
             frame = stack[-1]
             if frame.index < len(frame.values):
                 child = frame.values[frame.index]
                 frame.index += 1
-                visited = self._visit(child)
-                if isinstance(visited, bytes):
+                visited = visit(child)
+                if type(visited) is bytes:
                     frame.parts.append(visited)
+                    frame.size += len(visited)
+                elif type(visited) is tuple:
+                    frame.add(*visited)
                 else:
-                    stack.append(visited)
+                    stack.append(visited)  # type: ignore[arg-type]
                 continue
             stack.pop()
-            self._on_stack.discard(id(frame.ref))
-            data = frame.finish()
+            rope, size = self._close(frame)
             if not stack:
-                return _flatten(data)
-            stack[-1].add(data)
+                return rope, size
+            stack[-1].add(rope, size)
 
-    def _open(self, frame: _Frame) -> _Frame | bytes:
-        ident = id(frame.ref)
-        if ident in self._on_stack:
-            return _CIRCULAR
-        self._on_stack.add(ident)
+    def _open(self, kind: int, ref: object, children: tuple[Sequence[object], bool]) -> _Frame:
+        frame = _Frame(kind, ref, children[0], None, self._depth, self._cyclic, children[1])
+        self._cyclic = False
+        self._on_stack[id(ref)] = self._depth
+        self._depth += 1
         return frame
 
-    def _visit(self, value: object) -> _Frame | bytes:
-        """Leaf bytes for scalars; a new frame for containers (pushed by the caller)."""
+    def _close(self, frame: _Frame) -> tuple[Rope, int]:
+        self._depth = frame.depth
+        self._on_stack.pop(id(frame.ref), None)
+        rope, size = frame.finish(self._digests)
+        if not self._cyclic:
+            self._memo[id(frame.ref)] = (frame.ref, rope, size)
+        self._cyclic = self._cyclic or frame.cyclic
+        return rope, size
+
+    def _take(self, items: Iterable[T]) -> tuple[list[T], bool]:
+        """As many of ``items`` as the node budget still allows (each child is paid for when
+        it is taken, so an endless iterator or a child made afresh on every access stops), and
+        whether some were left out."""
+        allowed = max(self._nodes_left, 0)
+        taken = list(islice(items, allowed + 1))
+        truncated = len(taken) > allowed
+        if truncated:
+            del taken[allowed:]
+        self._nodes_left -= len(taken)
+        return taken, truncated
+
+    def _elements(self, value: list[object] | tuple[object, ...]) -> tuple[Sequence[object], bool]:
+        """A list's or tuple's items as stored (what orjson writes, whatever a subclass's
+        ``__iter__`` says), within the node budget."""
+        kind = type(value)
+        if (kind is tuple or kind is list) and len(value) <= self._nodes_left:
+            self._nodes_left -= len(value)
+            return (value if kind is tuple else list(value)), False
+        if isinstance(value, list):
+            return self._take(list.__iter__(value))
+        return self._take(tuple.__iter__(value))
+
+    def _visit(self, value: object) -> Visited:
+        """Leaf bytes for scalars; a new frame for containers (pushed by the caller); the rope
+        and size of a container already serialised."""
+        kind = type(value)
+        if kind is str:
+            return self._string(value)  # type: ignore[arg-type]
+        try:
+            return self._visit_any(value)
+        except Exception:
+            # Only this value degrades to its type name; the rest stays significant.
+            return _opaque(value)
+
+    def _visit_any(self, value: object) -> Visited:
         if isinstance(value, str):
             return self._string(value)
         if value is None:
@@ -248,85 +520,115 @@ class _Walker:
             return _int_bytes(int.__int__(value))
         if isinstance(value, float):
             return orjson.dumps(float.__float__(value))
-        if isinstance(value, dict):
-            return self._mapping(value, dict.items(value))
-        if isinstance(value, (list, tuple, deque)):
-            return self._open(_Frame(_Frame.ARRAY, value, list(value)))
         if isinstance(value, (bytes, bytearray, memoryview)):
             return _bytes_like(value)
+        seen = self._seen(value)
+        if seen is not None:
+            return seen
+        if self._nodes_left <= 0:
+            return _TRUNCATED  # (its children could not be taken)
+        if isinstance(value, dict):
+            return self._mapping(value, self._take(dict.items(value)))
+        if isinstance(value, (list, tuple)):
+            return self._open(_Frame.ARRAY, value, self._elements(value))
+        if isinstance(value, deque):
+            return self._open(_Frame.ARRAY, value, self._take(value))
         if isinstance(value, (set, frozenset)):
-            return self._open(_Frame(_Frame.SET, value, list(value)))
-        try:
-            return self._visit_other(value)
-        except Exception:
-            # Only this value degrades to its type name; the rest stays significant.
-            return _opaque(value)
+            return self._open(_Frame.SET, value, self._take(value))
+        return self._visit_other(value)
 
-    def _visit_other(self, value: object) -> _Frame | bytes:
+    def _seen(self, value: object) -> Visited | None:
+        """A container already serialised (its rope), or one still open (a cycle)."""
+        ident = id(value)
+        done = self._memo.get(ident)
+        if done is not None and done[0] is value:
+            return done[1], done[2]
+        if ident in self._on_stack:
+            self._cyclic = True
+            return _CIRCULAR
+        return None
+
+    def _visit_other(self, value: object) -> Visited:
         if isinstance(value, (datetime.date, datetime.time, uuid.UUID, orjson.Fragment)):
             return _orjson_leaf(value)
         if isinstance(value, enum.Enum):
-            return self._visit(value.value)
+            return self._enum(value)
         if isinstance(value, decimal.Decimal):
             return orjson.dumps(str(value))
         if isinstance(value, PurePath):
             return self._string(value.as_posix())
         if isinstance(value, complex):
             return b"[" + orjson.dumps(value.real) + b"," + orjson.dumps(value.imag) + b"]"
+        # What follows runs the value's own code (items, attributes, model_dump ...), at ten
+        # times the cost of a plain container: it takes more of the budget.
+        self._nodes_left -= _OBJECT_COST
         if isinstance(value, BaseException):
-            return self._mapping(value, _exception_items(value))
+            return self._mapping(value, self._take(_exception_items(value)))
         if isinstance(value, Mapping):
-            return self._mapping(value, list(value.items()))
+            return self._mapping(value, self._take(value.items()))
         if isinstance(value, array):
-            return self._open(_Frame(_Frame.ARRAY, value, value.tolist()))
+            return self._open(_Frame.ARRAY, value, self._take(value.tolist()))
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return self._mapping(value, _dataclass_items(value))
+            return self._mapping(value, self._take(_dataclass_items(value)))
         converted = _converted(value)
         if converted is not _NOT_CONVERTED:
             return self._converted(value, converted)
         return self._object(value)
 
-    def _converted(self, original: object, converted: object) -> _Frame | bytes:
+    def _enum(self, value: enum.Enum) -> Visited:
+        inner = value.value
+        for _ in range(_MAX_ENUM_CHAIN):
+            if not isinstance(inner, enum.Enum):
+                return self._visit(inner)
+            inner = inner.value
+        return _opaque(value)
+
+    def _converted(self, original: object, converted: object) -> Visited:
         visited = self._visit(converted)
         if isinstance(visited, _Frame):
             # The conversion is a fresh object: guard cycles through the original instead.
-            self._on_stack.discard(id(visited.ref))
+            del self._on_stack[id(visited.ref)]
             visited.ref = original
-            return self._open(visited)
+            self._on_stack[id(original)] = visited.depth
         return visited
 
-    def _object(self, value: object) -> _Frame | bytes:
+    def _object(self, value: object) -> Visited:
         kind = type(value)
         entries: list[tuple[object, object]] = [("__object__", _qualified_name(kind))]
         name = _callable_name(value)
         if name is not None:
             entries.append(("name", name))
         else:
-            entries.append(("state", _object_state(value)))
-        return self._mapping(value, entries)
+            entries.append(("state", _object_state(value, max(self._nodes_left, 0) + 1)))
+        return self._mapping(value, self._take(entries))
 
-    def _mapping(self, ref: object, items: object) -> _Frame | bytes:
-        ident = id(ref)
-        if ident in self._on_stack:
-            return _CIRCULAR
+    def _mapping(self, ref: object, children: tuple[list[tuple[object, object]], bool]) -> _Frame:
+        items, truncated = children
         # Keys are stringified while the mapping is on the stack, so a key whose state refers
         # back to this mapping serialises as "[Circular]" instead of recursing forever.
-        self._on_stack.add(ident)
+        depth, cyclic, ident = self._depth, self._cyclic, id(ref)
+        self._cyclic = False
+        self._on_stack[ident] = depth
+        self._depth = depth + 1
         try:
-            keys: list[str] = []
-            values: list[object] = []
-            for key, item in items:  # type: ignore[attr-defined]
-                keys.append(self._key(key))
-                values.append(item)
-        finally:
-            self._on_stack.discard(ident)
-        return self._open(_Frame(_Frame.OBJECT, ref, values, keys))
+            keys = [self._key(key) for key, _ in items]
+        except BaseException:
+            del self._on_stack[ident]
+            self._depth = depth
+            self._cyclic = self._cyclic or cyclic
+            raise
+        return _Frame(_Frame.OBJECT, ref, [item for _, item in items], keys, depth, cyclic,
+                      truncated)
 
     def _key(self, key: object) -> str:
         if isinstance(key, str):
             text = str.__str__(key)
             return text if _is_utf8_safe(text) else _replace_surrogates(text)
-        data = _Walker(None, self._on_stack).serialise(key)
+        kind = type(key)
+        if kind is int or kind is float or kind is bool or key is None:
+            data = _scalar_bytes(key)  # type: ignore[arg-type]  # as the walk writes it
+        else:
+            data = self._key_bytes(key)
         if data[:1] == b'"':
             try:
                 decoded = orjson.loads(data)
@@ -336,13 +638,39 @@ class _Walker:
                 pass
         return data.decode("utf-8", "replace")
 
+    def _key_bytes(self, key: object) -> bytes:
+        if self._key_depth >= _MAX_KEY_DEPTH:
+            return _opaque(key)
+        transform, self._transform = self._transform, None
+        self._memo = self._key_memo
+        self._key_depth += 1
+        try:
+            return self.serialise(key)
+        finally:
+            self._key_depth -= 1
+            self._transform = transform
+            if not self._key_depth:
+                self._memo = self._value_memo
+
     def _string(self, text: str) -> bytes:
+        if type(text) is not str:
+            text = str.__str__(text)  # a subclass: its characters, whatever it overrides
         if self._transform is not None:
             text = self._transform(text)
         try:
             return orjson.dumps(text)
         except orjson.JSONEncodeError:
             return orjson.dumps(_replace_surrogates(text))
+
+
+def _scalar_bytes(value: int | float | bool | None) -> bytes:
+    if value is None:
+        return b"null"
+    if value is True or value is False:
+        return b"true" if value else b"false"
+    if type(value) is int:
+        return _int_bytes(value)
+    return orjson.dumps(value)
 
 
 def _int_bytes(value: int) -> bytes:
@@ -440,14 +768,15 @@ def _callable_name(value: object) -> str | None:
     return None
 
 
-def _object_state(value: object) -> dict[str, object]:
+def _object_state(value: object, limit: int) -> dict[str, object]:
     state: dict[str, object] = {}
     try:
         attributes = vars(value)
     except TypeError:
         attributes = {}
     try:
-        for name, item in attributes.items():
+        # (A ``__dict__`` property may hand back any mapping, endless ones included.)
+        for name, item in islice(attributes.items(), limit):
             state[str(name)] = item
     except Exception:
         pass
@@ -461,6 +790,9 @@ def _object_state(value: object) -> dict[str, object]:
     return state
 
 
+_MAX_SLOTS: Final = 4096
+
+
 def _slot_names(kind: type) -> list[str]:
     names: list[str] = []
     for klass in kind.__mro__:
@@ -468,7 +800,7 @@ def _slot_names(kind: type) -> list[str]:
         if isinstance(slots, str):
             slots = (slots,)
         try:
-            declared = list(slots)
+            declared = list(islice(slots, _MAX_SLOTS))  # __slots__ may be reassigned to anything
         except TypeError:
             continue
         for slot in declared:
@@ -482,8 +814,14 @@ def _slot_names(kind: type) -> list[str]:
 
 
 def _opaque(value: object) -> bytes:
-    return b'{"__unserialisable__":' + orjson.dumps(_qualified_name(type(value))) + b"}"
-
+    try:
+        name = _qualified_name(type(value))
+        try:
+            return b'{"__unserialisable__":' + orjson.dumps(name) + b"}"
+        except orjson.JSONEncodeError:
+            return b'{"__unserialisable__":' + orjson.dumps(_replace_surrogates(name)) + b"}"
+    except Exception:  # a metaclass whose __module__ or __qualname__ raises
+        return b'{"__unserialisable__":"?"}'
 
 # ---------------------------------------------------------------------------------------------
 # Hashes
@@ -500,14 +838,28 @@ def args_hash(tool_name: str, args: object) -> str:
 
 def args_hash_of_json(tool_name: str, canonical: bytes) -> str:
     """:func:`args_hash` for arguments already serialised by :func:`canonical_json`."""
+    if type(tool_name) is not str:
+        return f"{_tool_text(tool_name)}:{hashlib.sha256(canonical).hexdigest()}"
     return f"{tool_name}:{hashlib.sha256(canonical).hexdigest()}"
+
+
+def _tool_text(tool_name: object) -> str:
+    """A tool name that is not a plain ``str``, as text, without letting it raise."""
+    if isinstance(tool_name, str):
+        return str.__str__(tool_name)
+    try:
+        return format(tool_name)
+    except Exception:  # also RecursionError from a deeply nested name
+        return _opaque(tool_name).decode()
 
 
 def digest(value: object) -> str:
     """sha256 hex of the *outcome* form of ``value``: canonical JSON with untrusted-content
     envelopes canonicalised in every string value (§c.9)."""
+    if not _orjson_safe(value):
+        return hashlib.sha256(canonical_json_slow(value, canonicalise_untrusted)).hexdigest()
     try:
-        data = orjson.dumps(value, default=_refuse, option=_FAST_OPTIONS)
+        data = orjson.dumps(value, option=_FAST_OPTIONS)
     except Exception:
         # The rewrite is a cheap substring test on strings without markers: do it in one pass.
         data = canonical_json_slow(value, canonicalise_untrusted)
@@ -539,7 +891,14 @@ def mutation_target_hash(tool_name: str, args: object, cwd: str | None = None) -
 
 
 def error_text(error: object) -> str:
-    """The text an error is hashed and scanned by (§c.3 step 1)."""
+    """The text an error is hashed and scanned by (§c.3 step 1); never raises."""
+    try:
+        return _error_text(error)
+    except Exception:  # e.g. a __class__ that raises: isinstance() asks it
+        return canonical_json(error).decode("utf-8", "replace")
+
+
+def _error_text(error: object) -> str:
     if isinstance(error, BaseException):
         try:
             message = str(error)
@@ -547,7 +906,7 @@ def error_text(error: object) -> str:
             message = ""
         return message or type(error).__name__
     if isinstance(error, str):
-        return error
+        return error if type(error) is str else str.__str__(error)
     if isinstance(error, bool):
         return "true" if error else "false"
     if isinstance(error, (int, float)):
@@ -826,8 +1185,24 @@ def _outcome(
     if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
         return _VETO
     if profile is None:
-        return _plain(digest({"details": details, "text": text}))
+        return _plain(_details_digest(details, text))
     return _profiled(profile, args, details, text)
+
+
+def _details_digest(details: Mapping[str, object], text: str) -> str:
+    """``digest({"details": details, "text": text})``. The text is a ``str`` already, so only
+    the details take the quick check (this runs for nearly every structured result)."""
+    if details is _EMPTY:
+        details = {}
+    if type(text) is str and _orjson_safe(details):
+        try:
+            data = orjson.dumps({"details": details, "text": text}, option=_FAST_OPTIONS)
+        except Exception:
+            pass
+        else:
+            if _UNTRUSTED_NEEDLE_BYTES not in data:
+                return hashlib.sha256(data).hexdigest()
+    return digest({"details": details, "text": text})
 
 
 def _is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
@@ -858,7 +1233,10 @@ def _content_text(content: list[object] | tuple[object, ...]) -> str:
             if type(text) is str and isinstance(entry.get("type"), str):
                 return text.strip()
     texts: list[str] = []
-    for entry in content:
+    # (As stored: a subclass's __iter__ could go on forever.)
+    entries = content if type(content) is list or type(content) is tuple else (
+        list.__iter__(content) if isinstance(content, list) else tuple.__iter__(content))
+    for entry in entries:
         if type(entry) is dict or isinstance(entry, Mapping):
             kind, text = entry.get("type"), entry.get("text")
             if isinstance(kind, str) and isinstance(text, str):
@@ -878,7 +1256,7 @@ def _profiled(
         return projected
     if profile.is_send_like(args):
         return _plain(digest(_strip_keys(details, SEND_VOLATILE_KEYS, message_ids=True)))
-    return _plain(digest({"details": details, "text": text}))
+    return _plain(_details_digest(details, text))
 
 
 def _projection(
@@ -942,7 +1320,7 @@ def _write_outcome(details: Mapping[str, object], text: str) -> Outcome | None:
     if changed is False:
         return Outcome(digest({"status": "unchanged"}), no_progress=True)
     if changed is True:
-        return Outcome(digest({"details": details, "text": text}), outcome_kind="write-mutation")
+        return Outcome(_details_digest(details, text), outcome_kind="write-mutation")
     return None
 
 
@@ -1093,12 +1471,17 @@ def _strip_keys(value: object, keys: frozenset[str], *, message_ids: bool) -> ob
     With ``message_ids``, ``id`` is also dropped from objects that look like a delivered
     message (string ``id`` and ``text`` plus a direction/sender/account/conversation).
     """
-    if not isinstance(value, (Mapping, list, tuple)):
-        return value
     try:
+        if not isinstance(value, (Mapping, list, tuple)):
+            return value
         return _strip_iteratively(value, keys, message_ids)
     except Exception:
         return value  # a misbehaving custom Mapping: hash it as it is
+
+
+# Containers one strip copies; past that the rest is hashed as it is (keys not stripped), so a
+# mapping that makes up new children on every access cannot keep it copying.
+_MAX_COPIES: Final = 250_000
 
 
 def _strip_iteratively(
@@ -1106,7 +1489,8 @@ def _strip_iteratively(
     keys: frozenset[str],
     message_ids: bool,
 ) -> object:
-    copies: dict[int, dict[object, object] | list[object]] = {}
+    # id -> (the source, kept alive so its id is not reused, and its copy)
+    copies: dict[int, tuple[object, dict[object, object] | list[object]]] = {}
     pending: list[tuple[object, dict[object, object] | list[object]]] = []
 
     def copy_of(value: object) -> object:
@@ -1114,9 +1498,11 @@ def _strip_iteratively(
             return value
         existing = copies.get(id(value))
         if existing is not None:
-            return existing
+            return existing[1]
+        if len(copies) >= _MAX_COPIES:
+            return value
         target: dict[object, object] | list[object] = {} if isinstance(value, Mapping) else []
-        copies[id(value)] = target
+        copies[id(value)] = (value, target)
         pending.append((value, target))
         return target
 
@@ -1126,11 +1512,17 @@ def _strip_iteratively(
         if isinstance(target, dict):
             assert isinstance(source, Mapping)
             drop_id = message_ids and _looks_like_message(source)
-            for key, item in list(source.items()):
+            items = source.items()
+            # (A custom mapping's items may never end.)
+            pairs = list(items) if type(source) is dict else list(islice(items, _MAX_COPIES))
+            for key, item in pairs:
                 if key in keys or (drop_id and key == "id"):
                     continue
                 target[key] = copy_of(item)
         else:
             assert isinstance(source, (list, tuple))
-            target.extend(copy_of(item) for item in source)
+            # As stored: a subclass's __iter__ could go on forever.
+            stored = source if type(source) is list or type(source) is tuple else (
+                list.__iter__(source) if isinstance(source, list) else tuple.__iter__(source))
+            target.extend(copy_of(item) for item in stored)
     return result

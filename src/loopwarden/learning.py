@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any
 
 from .fingerprint import canonical_json
@@ -42,6 +43,7 @@ MAX_REMEMBERED_CALLS = 32
 MAX_PATH = 256  # longer paths (huge keys, deep nesting) keep a prefix and a hash of the rest
 MAX_SCORED_PATHS = 512  # per tool: paths that differed but are not learned yet
 MAX_TOOLS = 256  # tools with scores, and tools with learned paths
+MAX_VISITS = 100_000
 DIGITS = "#digits"
 
 _NUMBERS = re.compile(r"\d+(?:[.,]\d+)?")
@@ -80,20 +82,28 @@ class Leaves(dict[str, str]):
 
 def leaves_of(value: Any) -> Leaves:
     """A bounded ``path -> text`` view of a JSON-like result (pure; never raises). Its digest is
-    computed here, outside any store lock."""
+    computed here, outside any store lock.
+
+    Bounded in work too: at most :data:`MAX_VISITS` nodes are looked at (a result sharing its
+    children at every level, or whose custom mappings make up new ones on every access, ends
+    there), and custom containers are read only that far."""
     leaves = Leaves()
     stack: list[tuple[str, Any, int]] = [("$", value, 0)]
-    while stack and len(leaves) < MAX_LEAVES:
+    visits = 0
+    while stack and len(leaves) < MAX_LEAVES and visits < MAX_VISITS:
+        visits += 1
         path, node, depth = stack.pop()
-        if isinstance(node, Mapping) and depth < MAX_DEPTH:
-            stack.extend((_bounded(f"{path}.{k}"), v, depth + 1) for k, v in node.items()
-                         if isinstance(k, str))
-        elif isinstance(node, (list, tuple)) and depth < MAX_DEPTH:
-            stack.extend((_bounded(f"{path}[{i}]"), v, depth + 1) for i, v in enumerate(node))
-        elif isinstance(node, str):
-            leaves[path] = node
-        else:
-            leaves[path] = canonical_json(node).decode("utf-8", "replace")
+        try:
+            children = _children(path, node, MAX_VISITS - visits) if depth < MAX_DEPTH else None
+            if children is not None:
+                stack.extend((child_path, child, depth + 1) for child_path, child in children)
+                continue
+            if isinstance(node, str):
+                leaves[path] = node if type(node) is str else str.__str__(node)
+                continue
+        except Exception:  # a container that raises when read is a leaf like any value
+            pass
+        leaves[path] = canonical_json(node).decode("utf-8", "replace")
     leaves.digest()
     return leaves
 
@@ -105,6 +115,19 @@ def digest_of(leaves: Mapping[str, str]) -> str:
     for path in paths:
         parts.append(_leaf_digest(leaves[path]))
     return "".join(parts)
+
+
+def _children(path: str, node: Any, limit: int) -> list[tuple[str, Any]] | None:
+    """``(path, child)`` of a mapping's string keys or a list's items, else ``None``."""
+    if isinstance(node, Mapping):
+        items = node.items() if type(node) is dict else islice(node.items(), limit)
+        # (join, not an f-string: a str subclass's __format__ could raise.)
+        return [(_bounded("".join((path, ".", k))), v) for k, v in items if isinstance(k, str)]
+    if isinstance(node, (list, tuple)):
+        if type(node) is not list and type(node) is not tuple:  # as stored, never endless
+            node = list.__iter__(node) if isinstance(node, list) else tuple.__iter__(node)
+        return [(_bounded(f"{path}[{i}]"), v) for i, v in enumerate(node)]
+    return None
 
 
 def learned_for(learned: Mapping[str, Any], tool: str) -> tuple[str, ...]:

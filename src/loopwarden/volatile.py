@@ -197,13 +197,17 @@ def mask_value(
     if type(value) is str:  # most tool results: skip the walk's set-up
         return mask_volatile(value, extra, builtin=builtin)
     budget = [_MAX_NODES]
-    return _mask(value, 0, set(), budget, lambda text: mask_volatile(text, extra, builtin=builtin))
+    try:
+        return _mask(value, 0, set(), budget,
+                     lambda text: mask_volatile(text, extra, builtin=builtin))
+    except Exception:  # a value whose own methods raise (a __class__ property ...)
+        return value
 
 
 def _mask(value: Any, depth: int, stack: set[int], budget: list[int],
           mask: Callable[[str], str]) -> Any:
     if isinstance(value, str):
-        return mask(value)
+        return mask(value if type(value) is str else str.__str__(value))
     if not isinstance(value, (dict, list, tuple)) or depth >= _MAX_DEPTH or budget[0] <= 0:
         return value
     if id(value) in stack:
@@ -211,8 +215,12 @@ def _mask(value: Any, depth: int, stack: set[int], budget: list[int],
     budget[0] -= 1
     stack.add(id(value))
     try:
+        # As stored (dict.items, list/tuple iteration): a subclass's items() or __iter__ could
+        # go on forever.
         if isinstance(value, dict):
-            return {k: _mask(v, depth + 1, stack, budget, mask) for k, v in value.items()}
-        return [_mask(v, depth + 1, stack, budget, mask) for v in value]
+            return {k: _mask(v, depth + 1, stack, budget, mask) for k, v in dict.items(value)}
+        items = value if type(value) is list or type(value) is tuple else (
+            list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value))
+        return [_mask(v, depth + 1, stack, budget, mask) for v in items]
     finally:
         stack.discard(id(value))

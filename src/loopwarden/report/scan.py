@@ -23,11 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ..config import LoopDetectionConfig
 from ..findings import Finding, replay
-from ..fingerprint import args_hash
+from ..fingerprint import args_hash, json_bytes
 from ..transcripts import ReadProblem, detect_format, read_transcript
 from ..transcripts._common import not_regular_reason
 from ..types import MISSING, ToolCall
@@ -60,10 +58,9 @@ def output_chars(result: Any, error: Any = None) -> int:
         if isinstance(content, list):
             return sum(len(part.get("text") or "") for part in content
                        if isinstance(part, Mapping) and isinstance(part.get("text"), str))
-    try:
-        return len(orjson.dumps(result, default=str))
-    except (TypeError, orjson.JSONEncodeError):
-        return len(str(result))
+    # (orjson's JSON for plain values; canonical JSON for the rest, which orjson could be
+    # crashed by, and which str() could recurse too deep on.)
+    return len(json_bytes(result))
 
 
 @dataclass(slots=True)

@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from loopwarden.fingerprint import json_bytes
 from loopwarden.transcripts._common import Reporter, iter_json_lines
 from loopwarden.types import MISSING, ToolCall
 
@@ -64,7 +63,7 @@ def _call(record: dict[str, Any]) -> ToolCall | str:
 def _text_or_none(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    return orjson.dumps(value).decode() if isinstance(value, (dict, list)) else str(value)
+    return json_bytes(value).decode() if isinstance(value, (dict, list)) else str(value)
 
 
 def _error(value: Any) -> str | None:
