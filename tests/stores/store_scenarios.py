@@ -20,12 +20,13 @@ POLL_RESULT = {
     "details": {"status": "running", "aggregated": "steady"},
 }
 
-# Each race worker repeats its own tool; ping-pong and argument churn are off because they look
-# across keys, where the interleaving of workers (not the store) decides what is adjacent.
+# Each race worker repeats its own tool; ping-pong, cycles and argument churn are off because
+# they look across keys, where the interleaving of workers (not the store) decides what is
+# adjacent.
 RACE_CONFIG = LoopDetectionConfig(
     enabled=True, history_size=500, warning_threshold=4, critical_threshold=8,
     global_circuit_breaker_threshold=12,
-    detectors={"ping_pong": False, "argument_churn": False},
+    detectors={"ping_pong": False, "argument_churn": False, "cycle": False},
 )
 RACE_CALLS = 14
 RACE_WORKERS = 8
