@@ -200,8 +200,8 @@ class LoopDetector:
         if result is not MISSING:
             result = mask_value(result, extra, builtin=builtin)
         if error is not MISSING and error is not None:
-            text = error if isinstance(error, str) else error_text(error)
-            error = mask_volatile(text, extra, builtin=builtin)
+            # (error_text, not isinstance: it never raises, and gives a str subclass's plain text)
+            error = mask_volatile(error_text(error), extra, builtin=builtin)
         return result, error
 
     # -- recording ---------------------------------------------------------------------------

@@ -260,6 +260,9 @@ _INLINE_LIMIT: Final = 4096
 # A rope is serialised output as nested chunks; joining once at the end keeps deep values linear.
 Rope = bytes | list["Rope"]
 Digests = dict[int, tuple[object, bytes]]
+# Long strings already encoded or checked: (what, id) -> (the string, kept alive; the result)
+Texts = dict[tuple[object, ...], tuple[object, object]]
+_LONG_TEXT: Final = 256
 
 
 def _flatten(rope: Rope) -> bytes:
@@ -342,7 +345,7 @@ class _Frame:
         self.parts.append(part)
         self.size += size
 
-    def finish(self, digests: Digests) -> tuple[Rope, int]:
+    def finish(self, digests: Digests, texts: Texts) -> tuple[Rope, int]:
         if self.truncated:  # the rest of this container is one "[Truncated]" entry
             if self.keys is not None:
                 self.keys.append(_TRUNCATED_KEY)
@@ -350,7 +353,7 @@ class _Frame:
         parts = self.parts
         size = self.size + max(len(parts) - 1, 0) + 2  # brackets and commas
         if self.kind == _Frame.OBJECT:
-            return self._finish_object(digests)
+            return self._finish_object(digests, texts)
         oversized = size > _MAX_BYTES
         if self.kind == _Frame.ARRAY:
             return _joined(b"[", parts, b"]", self.nested or oversized), size
@@ -359,10 +362,11 @@ class _Frame:
             return _joined(b"[", ordered, b"]", True), size
         return _joined(b"[", sorted(_flatten(part) for part in parts), b"]", False), size
 
-    def _finish_object(self, digests: Digests) -> tuple[Rope, int]:
+    def _finish_object(self, digests: Digests, texts: Texts) -> tuple[Rope, int]:
         keys, parts = self.keys, self.parts
         assert keys is not None
-        encoded = [orjson.dumps(key) for key in keys]
+        encoded = [_dumps(key) if len(key) <= _LONG_TEXT else _encoded_key(key, texts)
+                   for key in keys]
         size = self.size + sum(map(len, encoded)) + 2 * len(keys) + 1 + (not keys)
         oversized = size > _MAX_BYTES
         if len(set(keys)) == len(keys):
@@ -373,14 +377,28 @@ class _Frame:
                      else [_flatten(part) for part in parts])
             order = sorted(range(len(keys)), key=lambda i: (keys[i], ranks[i]))
         rope: list[Rope] = [b"{"]
+        nested = self.nested or oversized
         for position, i in enumerate(order):
             prefix = b"," if position else b""
-            rope.append(prefix + encoded[i] + b":")
+            key = encoded[i]
+            if len(key) > _INLINE_LIMIT:  # a long key, maybe shared: never copied
+                rope += (prefix, key, b":")
+                nested = True
+            else:
+                rope.append(prefix + key + b":")
             rope.append(parts[i])
         rope.append(b"}")
-        if self.nested or oversized:
+        if nested:
             return rope, size
         return b"".join(rope), size  # type: ignore[arg-type]
+
+
+def _encoded_key(key: str, texts: Texts) -> bytes:
+    cache = ("encoded key", id(key))
+    done = texts.get(cache)
+    if done is None or done[0] is not key:
+        done = texts[cache] = (key, _dumps(key))
+    return done[1]  # type: ignore[return-value]
 
 
 def _joined(opening: bytes, parts: list[Rope] | list[bytes], closing: bytes, nested: bool) -> Rope:
@@ -403,7 +421,7 @@ class _Walker:
     distinct acyclic container serialised once, and at most ``_MAX_NODES`` values visited."""
 
     __slots__ = ("_cyclic", "_depth", "_digests", "_key_depth", "_key_memo", "_memo",
-                 "_nodes_left", "_on_stack", "_transform", "_value_memo")
+                 "_nodes_left", "_on_stack", "_texts", "_transform", "_value_memo")
 
     def __init__(self, transform: StrTransform | None) -> None:
         self._transform = transform
@@ -416,6 +434,7 @@ class _Walker:
         # Keys are never transformed, so with a transform they keep their own memo.
         self._key_memo = self._memo if transform is None else {}
         self._digests: Digests = {}
+        self._texts: Texts = {}
         self._nodes_left = _MAX_NODES
         self._depth = 0  # containers open
         self._cyclic = False  # a "[Circular]" was written since the innermost frame opened
@@ -445,7 +464,10 @@ class _Walker:
                 visited = visit(child)
                 if type(visited) is bytes:
                     frame.parts.append(visited)
-                    frame.size += len(visited)
+                    size = len(visited)
+                    frame.size += size
+                    if size > _INLINE_LIMIT:  # (a long string, maybe shared: never copied)
+                        frame.nested = True
                 elif type(visited) is tuple:
                     frame.add(*visited)
                 else:
@@ -467,7 +489,7 @@ class _Walker:
     def _close(self, frame: _Frame) -> tuple[Rope, int]:
         self._depth = frame.depth
         self._on_stack.pop(id(frame.ref), None)
-        rope, size = frame.finish(self._digests)
+        rope, size = frame.finish(self._digests, self._texts)
         if not self._cyclic:
             self._memo[id(frame.ref)] = (frame.ref, rope, size)
         self._cyclic = self._cyclic or frame.cyclic
@@ -510,7 +532,7 @@ class _Walker:
 
     def _visit_any(self, value: object) -> Visited:
         if isinstance(value, str):
-            return self._string(value)
+            return self._string(str.__str__(value))  # its characters, whatever it overrides
         if value is None:
             return b"null"
         if isinstance(value, bool):
@@ -518,7 +540,7 @@ class _Walker:
         if isinstance(value, int):
             return _int_bytes(int.__int__(value))
         if isinstance(value, float):
-            return orjson.dumps(float.__float__(value))
+            return _dumps(float.__float__(value))
         if isinstance(value, (bytes, bytearray, memoryview)):
             return _bytes_like(value)
         seen = self._seen(value)
@@ -553,7 +575,7 @@ class _Walker:
         if isinstance(value, enum.Enum):
             return self._enum(value)
         if isinstance(value, decimal.Decimal):
-            return orjson.dumps(str(value))
+            return _dumps(str(value))
         if isinstance(value, PurePath):
             return self._string(value.as_posix())
         if isinstance(value, complex):
@@ -622,7 +644,14 @@ class _Walker:
     def _key(self, key: object) -> str:
         if isinstance(key, str):
             text = str.__str__(key)
-            return text if _is_utf8_safe(text) else _replace_surrogates(text)
+            if len(text) <= _LONG_TEXT or text.isascii():
+                return text if _is_utf8_safe(text) else _replace_surrogates(text)
+            cache = ("key", id(text))  # one long key shared by many mappings: scanned once
+            done = self._texts.get(cache)
+            if done is None or done[0] is not text:
+                safe = text if _is_utf8_safe(text) else _replace_surrogates(text)
+                done = self._texts[cache] = (text, safe)
+            return done[1]  # type: ignore[return-value]
         kind = type(key)
         if kind is int or kind is float or kind is bool or key is None:
             data = _scalar_bytes(key)  # type: ignore[arg-type]  # as the walk writes it
@@ -652,14 +681,29 @@ class _Walker:
                 self._memo = self._value_memo
 
     def _string(self, text: str) -> bytes:
-        if type(text) is not str:
-            text = str.__str__(text)  # a subclass: its characters, whatever it overrides
+        if len(text) <= _LONG_TEXT:
+            return self._encoded(text)
+        # A long string may be shared by thousands of references: encode it once.
+        key = ("value", id(text), self._transform is None)
+        done = self._texts.get(key)
+        if done is None or done[0] is not text:
+            done = self._texts[key] = (text, self._encoded(text))
+        return done[1]  # type: ignore[return-value]
+
+    def _encoded(self, text: str) -> bytes:
         if self._transform is not None:
             text = self._transform(text)
         try:
-            return orjson.dumps(text)
+            return _dumps(text)
         except orjson.JSONEncodeError:
-            return orjson.dumps(_replace_surrogates(text))
+            return _dumps(_replace_surrogates(text))
+
+
+def _dumps(value: object, **options: Any) -> bytes:
+    """``orjson.dumps`` for the fallback's parts: orjson hands back even a short result in an
+    allocation of some 4 KiB, so a part kept until its container closes is copied to its size
+    (a list of 250,000 strings would otherwise hold a gigabyte)."""
+    return bytes(memoryview(orjson.dumps(value, **options)))
 
 
 def _scalar_bytes(value: int | float | bool | None) -> bytes:
@@ -669,7 +713,7 @@ def _scalar_bytes(value: int | float | bool | None) -> bytes:
         return b"true" if value else b"false"
     if type(value) is int:
         return _int_bytes(value)
-    return orjson.dumps(value)
+    return _dumps(value)
 
 
 def _int_bytes(value: int) -> bytes:
@@ -678,7 +722,7 @@ def _int_bytes(value: int) -> bytes:
         return int.__repr__(value).encode()
     except ValueError:
         # Past sys.get_int_max_str_digits(); hex has no such limit and stays deterministic.
-        return orjson.dumps(hex(value))
+        return _dumps(hex(value))
 
 
 def _bytes_like(value: bytes | bytearray | memoryview) -> bytes:
@@ -691,12 +735,12 @@ def _bytes_like(value: bytes | bytearray | memoryview) -> bytes:
 
 def _orjson_leaf(value: object) -> bytes:
     try:
-        return orjson.dumps(value, default=_refuse, option=_FAST_OPTIONS)
+        return _dumps(value, default=_refuse, option=_FAST_OPTIONS)
     except Exception:
         # orjson refuses e.g. timezone-aware times and some subclasses.
         isoformat = getattr(value, "isoformat", None)
         text = isoformat() if callable(isoformat) else str(value)
-        return orjson.dumps(_replace_surrogates(str(text)))
+        return _dumps(_replace_surrogates(str(text)))
 
 
 def _is_utf8_safe(text: str) -> bool:
@@ -844,9 +888,9 @@ def args_hash_of_json(tool_name: str, canonical: bytes) -> str:
 
 def _tool_text(tool_name: object) -> str:
     """A tool name that is not a plain ``str``, as text, without letting it raise."""
-    if isinstance(tool_name, str):
-        return str.__str__(tool_name)
     try:
+        if isinstance(tool_name, str):
+            return str.__str__(tool_name)
         return format(tool_name)
     except Exception:  # also RecursionError from a deeply nested name
         return _opaque(tool_name).decode()
@@ -1240,7 +1284,22 @@ def _content_text(content: list[object] | tuple[object, ...]) -> str:
                 texts.append(text)
     if len(texts) == 1:
         return texts[0].strip()
+    if sum(map(len, texts)) > _MAX_BYTES:  # one long text repeated in many entries
+        return _summary_text(texts)
     return "\n".join(texts).strip()
+
+
+def _summary_text(texts: list[str]) -> str:
+    """A fixed-size stand-in for a joined text past ``_MAX_BYTES`` (its parts hashed once each,
+    in order), so it is never built."""
+    seen: dict[int, tuple[str, bytes]] = {}
+    summary = hashlib.sha256()
+    for text in texts:
+        done = seen.get(id(text))
+        if done is None:
+            done = seen[id(text)] = (text, hashlib.sha256(text.encode("utf-8", "replace")).digest())
+        summary.update(done[1])
+    return f"[oversized text: {len(texts)} parts, sha256 {summary.hexdigest()}]"
 
 
 def _profiled(
@@ -1403,15 +1462,18 @@ def _strip_iteratively(
     # id -> (the source, kept alive so its id is not reused, and its copy)
     copies: dict[int, tuple[object, dict[object, object] | list[object]]] = {}
     pending: list[tuple[object, dict[object, object] | list[object]]] = []
+    left = _MAX_COPIES  # copies, and items read from custom mappings, still allowed
 
     def copy_of(value: object) -> object:
+        nonlocal left
         if not isinstance(value, (Mapping, list, tuple)):
             return value
         existing = copies.get(id(value))
         if existing is not None:
             return existing[1]
-        if len(copies) >= _MAX_COPIES:
+        if left <= 0:
             return value
+        left -= 1
         target: dict[object, object] | list[object] = {} if isinstance(value, Mapping) else []
         copies[id(value)] = (value, target)
         pending.append((value, target))
@@ -1424,8 +1486,11 @@ def _strip_iteratively(
             assert isinstance(source, Mapping)
             drop_id = message_ids and _looks_like_message(source)
             items = source.items()
-            # (A custom mapping's items may never end.)
-            pairs = list(items) if type(source) is dict else list(islice(items, _MAX_COPIES))
+            if type(source) is dict:
+                pairs = list(items)
+            else:  # (a custom mapping's items may never end)
+                pairs = list(islice(items, max(left, 0)))
+                left -= len(pairs)
             for key, item in pairs:
                 if key in keys or (drop_id and key == "id"):
                     continue
