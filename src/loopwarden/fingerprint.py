@@ -256,6 +256,7 @@ _MAX_ENUM_CHAIN: Final = 256
 _TRUNCATED: Final = b'"[Truncated]"'
 _TRUNCATED_KEY: Final = "[Truncated]"
 _INLINE_LIMIT: Final = 4096
+_FEW_PARTS: Final = 16
 
 # A rope is serialised output as nested chunks; joining once at the end keeps deep values linear.
 Rope = bytes | list["Rope"]
@@ -317,8 +318,8 @@ def _oversized(rope: Rope, size: int, digests: Digests) -> bytes:
 class _Frame:
     """One container being serialised: children are visited in order, parts collected."""
 
-    __slots__ = ("cyclic", "depth", "index", "keys", "kind", "nested", "parts", "ref", "size",
-                 "truncated", "values")
+    __slots__ = ("cyclic", "depth", "index", "keys", "kind", "loose", "nested", "parts", "ref",
+                 "size", "truncated", "values")
 
     ARRAY: Final = 0
     OBJECT: Final = 1
@@ -337,6 +338,7 @@ class _Frame:
         self.parts: list[Rope] = []
         self.size = 0  # bytes of the parts
         self.nested = False  # some part is a rope rather than bytes
+        self.loose = False  # some part may sit in an allocation larger than itself
 
     def add(self, part: Rope, size: int) -> None:
         # Re-joining large children at every level would make deep chains quadratic.
@@ -352,9 +354,13 @@ class _Frame:
             self.add(_TRUNCATED, len(_TRUNCATED))
         parts = self.parts
         size = self.size + max(len(parts) - 1, 0) + 2  # brackets and commas
+        oversized = size > _MAX_BYTES
+        if self.loose and (self.nested or oversized):  # kept as a rope: compact its first parts
+            for i, part in enumerate(parts[:_FEW_PARTS]):
+                if type(part) is bytes and len(part) <= _INLINE_LIMIT:
+                    parts[i] = _compact(part)
         if self.kind == _Frame.OBJECT:
             return self._finish_object(digests, texts)
-        oversized = size > _MAX_BYTES
         if self.kind == _Frame.ARRAY:
             return _joined(b"[", parts, b"]", self.nested or oversized), size
         if oversized:  # the whole value is summarised: any fixed order will do
@@ -365,8 +371,12 @@ class _Frame:
     def _finish_object(self, digests: Digests, texts: Texts) -> tuple[Rope, int]:
         keys, parts = self.keys, self.parts
         assert keys is not None
-        encoded = [_dumps(key) if len(key) <= _LONG_TEXT else _encoded_key(key, texts)
-                   for key in keys]
+        if len(keys) <= _FEW_PARTS:
+            encoded = [_dumps(key) if len(key) <= _LONG_TEXT else _encoded_key(key, texts)
+                       for key in keys]
+        else:  # all held at once: each in its own size
+            encoded = [_compact(_dumps(key)) if len(key) <= _LONG_TEXT
+                       else _encoded_key(key, texts) for key in keys]
         size = self.size + sum(map(len, encoded)) + 2 * len(keys) + 1 + (not keys)
         oversized = size > _MAX_BYTES
         if len(set(keys)) == len(keys):
@@ -397,7 +407,7 @@ def _encoded_key(key: str, texts: Texts) -> bytes:
     cache = ("encoded key", id(key))
     done = texts.get(cache)
     if done is None or done[0] is not key:
-        done = texts[cache] = (key, _dumps(key))
+        done = texts[cache] = (key, _compact(_dumps(key)))
     return done[1]  # type: ignore[return-value]
 
 
@@ -463,11 +473,15 @@ class _Walker:
                 frame.index += 1
                 visited = visit(child)
                 if type(visited) is bytes:
-                    frame.parts.append(visited)
                     size = len(visited)
-                    frame.size += size
                     if size > _INLINE_LIMIT:  # (a long string, maybe shared: never copied)
                         frame.nested = True
+                    elif len(frame.parts) >= _FEW_PARTS:
+                        visited = _compact(visited)
+                    else:
+                        frame.loose = True
+                    frame.parts.append(visited)
+                    frame.size += size
                 elif type(visited) is tuple:
                     frame.add(*visited)
                 else:
@@ -524,6 +538,19 @@ class _Walker:
         kind = type(value)
         if kind is str:
             return self._string(value)  # type: ignore[arg-type]
+        if kind is int:
+            return _int_bytes(value)  # type: ignore[arg-type]
+        if value is None:
+            return b"null"
+        if kind is list or kind is dict or kind is tuple:
+            seen = self._seen(value)
+            if seen is not None:
+                return seen
+            if self._nodes_left <= 0:
+                return _TRUNCATED  # (its children could not be taken)
+            if kind is dict:
+                return self._dict(value)  # type: ignore[arg-type]
+            return self._open(_Frame.ARRAY, value, self._elements(value))  # type: ignore[arg-type]
         try:
             return self._visit_any(value)
         except Exception:
@@ -549,7 +576,7 @@ class _Walker:
         if self._nodes_left <= 0:
             return _TRUNCATED  # (its children could not be taken)
         if isinstance(value, dict):
-            return self._mapping(value, self._take(dict.items(value)))
+            return self._dict(value)
         if isinstance(value, (list, tuple)):
             return self._open(_Frame.ARRAY, value, self._elements(value))
         if isinstance(value, deque):
@@ -557,6 +584,12 @@ class _Walker:
         if isinstance(value, (set, frozenset)):
             return self._open(_Frame.SET, value, self._take(value))
         return self._visit_other(value)
+
+    def _dict(self, value: dict[object, object]) -> _Frame:
+        if type(value) is dict and len(value) <= self._nodes_left:
+            self._nodes_left -= len(value)
+            return self._mapping(value, (list(value.items()), False))
+        return self._mapping(value, self._take(dict.items(value)))
 
     def _seen(self, value: object) -> Visited | None:
         """A container already serialised (its rope), or one still open (a cycle)."""
@@ -682,12 +715,17 @@ class _Walker:
 
     def _string(self, text: str) -> bytes:
         if len(text) <= _LONG_TEXT:
+            if self._transform is None:
+                try:
+                    return _dumps(text)
+                except orjson.JSONEncodeError:
+                    return _dumps(_replace_surrogates(text))
             return self._encoded(text)
         # A long string may be shared by thousands of references: encode it once.
         key = ("value", id(text), self._transform is None)
         done = self._texts.get(key)
         if done is None or done[0] is not text:
-            done = self._texts[key] = (text, self._encoded(text))
+            done = self._texts[key] = (text, _compact(self._encoded(text)))
         return done[1]  # type: ignore[return-value]
 
     def _encoded(self, text: str) -> bytes:
@@ -699,11 +737,13 @@ class _Walker:
             return _dumps(_replace_surrogates(text))
 
 
-def _dumps(value: object, **options: Any) -> bytes:
-    """``orjson.dumps`` for the fallback's parts: orjson hands back even a short result in an
-    allocation of some 4 KiB, so a part kept until its container closes is copied to its size
-    (a list of 250,000 strings would otherwise hold a gigabyte)."""
-    return bytes(memoryview(orjson.dumps(value, **options)))
+_dumps: Final = orjson.dumps
+
+
+def _compact(data: bytes) -> bytes:
+    """``data`` in an allocation of its own size. orjson hands back even a short result in one
+    of some 4 KiB: parts kept for long (a list of 250,000 strings until it closes) are copied."""
+    return bytes(memoryview(data))
 
 
 def _scalar_bytes(value: int | float | bool | None) -> bytes:
