@@ -97,7 +97,16 @@ def _refuse(value: object) -> object:
 
 def canonical_json(value: object) -> bytes:
     """Canonical, deterministic JSON-like bytes for any value; never raises."""
-    if _orjson_safe(value):
+    # (The usual arguments, one small flat dict, are checked inline: a call costs as much.)
+    if type(value) is dict and len(value) <= _FLAT_ITEMS:
+        safe = True
+        for child in value.values():
+            if type(child) not in _PLAIN_TEXT_LEAVES:
+                safe = _orjson_safe(value)
+                break
+    else:
+        safe = _orjson_safe(value)
+    if safe:
         try:
             return orjson.dumps(value, option=_FAST_OPTIONS)
         except Exception:  # integers beyond 64 bits, non-string keys, lone surrogates
@@ -939,7 +948,7 @@ def _tool_text(tool_name: object) -> str:
 def digest(value: object) -> str:
     """sha256 hex of the *outcome* form of ``value``: canonical JSON with untrusted-content
     envelopes canonicalised in every string value (§c.9)."""
-    if not _orjson_safe(value):
+    if type(value) is not str and not _orjson_safe(value):
         return hashlib.sha256(canonical_json_slow(value, canonicalise_untrusted)).hexdigest()
     try:
         data = orjson.dumps(value, option=_FAST_OPTIONS)
@@ -1275,7 +1284,15 @@ def _details_digest(details: Mapping[str, object], text: str) -> str:
     the details take the quick check (this runs for nearly every structured result)."""
     if details is _EMPTY:
         details = {}
-    if type(text) is str and _orjson_safe(details):
+    if type(details) is dict and len(details) <= _FLAT_ITEMS:  # (inline, as in canonical_json)
+        safe = True
+        for child in details.values():
+            if type(child) not in _PLAIN_TEXT_LEAVES:
+                safe = _orjson_safe(details)
+                break
+    else:
+        safe = _orjson_safe(details)
+    if safe and type(text) is str:
         try:
             data = orjson.dumps({"details": details, "text": text}, option=_FAST_OPTIONS)
         except Exception:
