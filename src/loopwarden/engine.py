@@ -308,8 +308,8 @@ class LoopDetector:
         if result is not MISSING:
             result = mask_value(result, extra, builtin=builtin)
         if error is not MISSING and error is not None:
-            text = error if isinstance(error, str) else error_text(error)
-            error = mask_volatile(text, extra, builtin=builtin)
+            # (error_text, not isinstance: it never raises, and gives a str subclass's plain text)
+            error = mask_volatile(error_text(error), extra, builtin=builtin)
         return result, error
 
     # -- recording ---------------------------------------------------------------------------
@@ -539,7 +539,7 @@ _STATUS_ONLY = re.compile(
 def error_identity(args_hash: str, error: Any) -> str:
     """Which failure this was, whatever the arguments: the error text with volatile spans
     masked. An error that only states an exit status is identified with its arguments."""
-    masked = mask_volatile(error if isinstance(error, str) else error_text(error))
+    masked = mask_volatile(error if type(error) is str else error_text(error))
     if _STATUS_ONLY.fullmatch(masked):
         masked = f"{args_hash}\x00{masked}"
     return hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()

@@ -73,6 +73,7 @@ __all__ = [
     "extract_unknown_tool",
     "mask_when_spans",
     "mutation_target_hash",
+    "orjson_safe",
     "outcome_of",
     "profiled_outcome",
     "result_error_text",
@@ -98,7 +99,16 @@ def _refuse(value: object) -> object:
 
 def canonical_json(value: object) -> bytes:
     """Canonical, deterministic JSON-like bytes for any value; never raises."""
-    if _orjson_safe(value):
+    # (The usual arguments, one small flat dict, are checked inline: a call costs as much.)
+    if type(value) is dict and len(value) <= _FLAT_ITEMS:
+        safe = True
+        for child in value.values():
+            if type(child) not in _PLAIN_TEXT_LEAVES:
+                safe = orjson_safe(value)
+                break
+    else:
+        safe = orjson_safe(value)
+    if safe:
         try:
             return orjson.dumps(value, option=_FAST_OPTIONS)
         except Exception:  # integers beyond 64 bits, non-string keys, lone surrogates
@@ -110,7 +120,7 @@ def json_bytes(value: object, option: int = 0) -> bytes:
     """``orjson.dumps(value, option=option)`` when orjson can be trusted with ``value`` (see
     :func:`canonical_json`), else :func:`canonical_json`: for storing and reporting values that
     came from callers. Never raises, never hands orjson a value that could crash it."""
-    if _orjson_safe(value):
+    if orjson_safe(value):
         try:
             return orjson.dumps(value, option=option)
         except Exception:
@@ -151,7 +161,7 @@ _NOT_PLAIN: Final = -1
 _TOO_BIG: Final = -2
 
 
-def _orjson_safe(value: object) -> bool:
+def orjson_safe(value: object) -> bool:
     """Whether orjson may serialise ``value``: exact JSON types (tuples too), at most
     ``_FAST_DEPTH`` levels, and no container so shared that writing it out would blow up.
 
@@ -257,10 +267,14 @@ _MAX_ENUM_CHAIN: Final = 256
 _TRUNCATED: Final = b'"[Truncated]"'
 _TRUNCATED_KEY: Final = "[Truncated]"
 _INLINE_LIMIT: Final = 4096
+_FEW_PARTS: Final = 16
 
 # A rope is serialised output as nested chunks; joining once at the end keeps deep values linear.
 Rope = bytes | list["Rope"]
 Digests = dict[int, tuple[object, bytes]]
+# Long strings already encoded or checked: (what, id) -> (the string, kept alive; the result)
+Texts = dict[tuple[object, ...], tuple[object, object]]
+_LONG_TEXT: Final = 256
 
 
 def _flatten(rope: Rope) -> bytes:
@@ -315,8 +329,8 @@ def _oversized(rope: Rope, size: int, digests: Digests) -> bytes:
 class _Frame:
     """One container being serialised: children are visited in order, parts collected."""
 
-    __slots__ = ("cyclic", "depth", "index", "keys", "kind", "nested", "parts", "ref", "size",
-                 "truncated", "values")
+    __slots__ = ("cyclic", "depth", "index", "keys", "kind", "loose", "nested", "parts", "ref",
+                 "size", "truncated", "values")
 
     ARRAY: Final = 0
     OBJECT: Final = 1
@@ -335,6 +349,7 @@ class _Frame:
         self.parts: list[Rope] = []
         self.size = 0  # bytes of the parts
         self.nested = False  # some part is a rope rather than bytes
+        self.loose = False  # some part may sit in an allocation larger than itself
 
     def add(self, part: Rope, size: int) -> None:
         # Re-joining large children at every level would make deep chains quadratic.
@@ -343,16 +358,20 @@ class _Frame:
         self.parts.append(part)
         self.size += size
 
-    def finish(self, digests: Digests) -> tuple[Rope, int]:
+    def finish(self, digests: Digests, texts: Texts) -> tuple[Rope, int]:
         if self.truncated:  # the rest of this container is one "[Truncated]" entry
             if self.keys is not None:
                 self.keys.append(_TRUNCATED_KEY)
             self.add(_TRUNCATED, len(_TRUNCATED))
         parts = self.parts
         size = self.size + max(len(parts) - 1, 0) + 2  # brackets and commas
-        if self.kind == _Frame.OBJECT:
-            return self._finish_object(digests)
         oversized = size > _MAX_BYTES
+        if self.loose and (self.nested or oversized):  # kept as a rope: compact its first parts
+            for i, part in enumerate(parts[:_FEW_PARTS]):
+                if type(part) is bytes and len(part) <= _INLINE_LIMIT:
+                    parts[i] = _compact(part)
+        if self.kind == _Frame.OBJECT:
+            return self._finish_object(digests, texts)
         if self.kind == _Frame.ARRAY:
             return _joined(b"[", parts, b"]", self.nested or oversized), size
         if oversized:  # the whole value is summarised: any fixed order will do
@@ -360,10 +379,15 @@ class _Frame:
             return _joined(b"[", ordered, b"]", True), size
         return _joined(b"[", sorted(_flatten(part) for part in parts), b"]", False), size
 
-    def _finish_object(self, digests: Digests) -> tuple[Rope, int]:
+    def _finish_object(self, digests: Digests, texts: Texts) -> tuple[Rope, int]:
         keys, parts = self.keys, self.parts
         assert keys is not None
-        encoded = [orjson.dumps(key) for key in keys]
+        if len(keys) <= _FEW_PARTS:
+            encoded = [_dumps(key) if len(key) <= _LONG_TEXT else _encoded_key(key, texts)
+                       for key in keys]
+        else:  # all held at once: each in its own size
+            encoded = [_compact(_dumps(key)) if len(key) <= _LONG_TEXT
+                       else _encoded_key(key, texts) for key in keys]
         size = self.size + sum(map(len, encoded)) + 2 * len(keys) + 1 + (not keys)
         oversized = size > _MAX_BYTES
         if len(set(keys)) == len(keys):
@@ -374,14 +398,28 @@ class _Frame:
                      else [_flatten(part) for part in parts])
             order = sorted(range(len(keys)), key=lambda i: (keys[i], ranks[i]))
         rope: list[Rope] = [b"{"]
+        nested = self.nested or oversized
         for position, i in enumerate(order):
             prefix = b"," if position else b""
-            rope.append(prefix + encoded[i] + b":")
+            key = encoded[i]
+            if len(key) > _INLINE_LIMIT:  # a long key, maybe shared: never copied
+                rope += (prefix, key, b":")
+                nested = True
+            else:
+                rope.append(prefix + key + b":")
             rope.append(parts[i])
         rope.append(b"}")
-        if self.nested or oversized:
+        if nested:
             return rope, size
         return b"".join(rope), size  # type: ignore[arg-type]
+
+
+def _encoded_key(key: str, texts: Texts) -> bytes:
+    cache = ("encoded key", id(key))
+    done = texts.get(cache)
+    if done is None or done[0] is not key:
+        done = texts[cache] = (key, _compact(_dumps(key)))
+    return done[1]  # type: ignore[return-value]
 
 
 def _joined(opening: bytes, parts: list[Rope] | list[bytes], closing: bytes, nested: bool) -> Rope:
@@ -404,7 +442,7 @@ class _Walker:
     distinct acyclic container serialised once, and at most ``_MAX_NODES`` values visited."""
 
     __slots__ = ("_cyclic", "_depth", "_digests", "_key_depth", "_key_memo", "_memo",
-                 "_nodes_left", "_on_stack", "_transform", "_value_memo")
+                 "_nodes_left", "_on_stack", "_texts", "_transform", "_value_memo")
 
     def __init__(self, transform: StrTransform | None) -> None:
         self._transform = transform
@@ -417,6 +455,7 @@ class _Walker:
         # Keys are never transformed, so with a transform they keep their own memo.
         self._key_memo = self._memo if transform is None else {}
         self._digests: Digests = {}
+        self._texts: Texts = {}
         self._nodes_left = _MAX_NODES
         self._depth = 0  # containers open
         self._cyclic = False  # a "[Circular]" was written since the innermost frame opened
@@ -445,8 +484,15 @@ class _Walker:
                 frame.index += 1
                 visited = visit(child)
                 if type(visited) is bytes:
+                    size = len(visited)
+                    if size > _INLINE_LIMIT:  # (a long string, maybe shared: never copied)
+                        frame.nested = True
+                    elif len(frame.parts) >= _FEW_PARTS:
+                        visited = _compact(visited)
+                    else:
+                        frame.loose = True
                     frame.parts.append(visited)
-                    frame.size += len(visited)
+                    frame.size += size
                 elif type(visited) is tuple:
                     frame.add(*visited)
                 else:
@@ -468,7 +514,7 @@ class _Walker:
     def _close(self, frame: _Frame) -> tuple[Rope, int]:
         self._depth = frame.depth
         self._on_stack.pop(id(frame.ref), None)
-        rope, size = frame.finish(self._digests)
+        rope, size = frame.finish(self._digests, self._texts)
         if not self._cyclic:
             self._memo[id(frame.ref)] = (frame.ref, rope, size)
         self._cyclic = self._cyclic or frame.cyclic
@@ -503,6 +549,19 @@ class _Walker:
         kind = type(value)
         if kind is str:
             return self._string(value)  # type: ignore[arg-type]
+        if kind is int:
+            return _int_bytes(value)  # type: ignore[arg-type]
+        if value is None:
+            return b"null"
+        if kind is list or kind is dict or kind is tuple:
+            seen = self._seen(value)
+            if seen is not None:
+                return seen
+            if self._nodes_left <= 0:
+                return _TRUNCATED  # (its children could not be taken)
+            if kind is dict:
+                return self._dict(value)  # type: ignore[arg-type]
+            return self._open(_Frame.ARRAY, value, self._elements(value))  # type: ignore[arg-type]
         try:
             return self._visit_any(value)
         except Exception:
@@ -511,7 +570,7 @@ class _Walker:
 
     def _visit_any(self, value: object) -> Visited:
         if isinstance(value, str):
-            return self._string(value)
+            return self._string(str.__str__(value))  # its characters, whatever it overrides
         if value is None:
             return b"null"
         if isinstance(value, bool):
@@ -519,7 +578,7 @@ class _Walker:
         if isinstance(value, int):
             return _int_bytes(int.__int__(value))
         if isinstance(value, float):
-            return orjson.dumps(float.__float__(value))
+            return _dumps(float.__float__(value))
         if isinstance(value, (bytes, bytearray, memoryview)):
             return _bytes_like(value)
         seen = self._seen(value)
@@ -528,7 +587,7 @@ class _Walker:
         if self._nodes_left <= 0:
             return _TRUNCATED  # (its children could not be taken)
         if isinstance(value, dict):
-            return self._mapping(value, self._take(dict.items(value)))
+            return self._dict(value)
         if isinstance(value, (list, tuple)):
             return self._open(_Frame.ARRAY, value, self._elements(value))
         if isinstance(value, deque):
@@ -536,6 +595,12 @@ class _Walker:
         if isinstance(value, (set, frozenset)):
             return self._open(_Frame.SET, value, self._take(value))
         return self._visit_other(value)
+
+    def _dict(self, value: dict[object, object]) -> _Frame:
+        if type(value) is dict and len(value) <= self._nodes_left:
+            self._nodes_left -= len(value)
+            return self._mapping(value, (list(value.items()), False))
+        return self._mapping(value, self._take(dict.items(value)))
 
     def _seen(self, value: object) -> Visited | None:
         """A container already serialised (its rope), or one still open (a cycle)."""
@@ -554,7 +619,7 @@ class _Walker:
         if isinstance(value, enum.Enum):
             return self._enum(value)
         if isinstance(value, decimal.Decimal):
-            return orjson.dumps(str(value))
+            return _dumps(str(value))
         if isinstance(value, PurePath):
             return self._string(value.as_posix())
         if isinstance(value, complex):
@@ -623,7 +688,14 @@ class _Walker:
     def _key(self, key: object) -> str:
         if isinstance(key, str):
             text = str.__str__(key)
-            return text if _is_utf8_safe(text) else _replace_surrogates(text)
+            if len(text) <= _LONG_TEXT or text.isascii():
+                return text if _is_utf8_safe(text) else _replace_surrogates(text)
+            cache = ("key", id(text))  # one long key shared by many mappings: scanned once
+            done = self._texts.get(cache)
+            if done is None or done[0] is not text:
+                safe = text if _is_utf8_safe(text) else _replace_surrogates(text)
+                done = self._texts[cache] = (text, safe)
+            return done[1]  # type: ignore[return-value]
         kind = type(key)
         if kind is int or kind is float or kind is bool or key is None:
             data = _scalar_bytes(key)  # type: ignore[arg-type]  # as the walk writes it
@@ -653,14 +725,36 @@ class _Walker:
                 self._memo = self._value_memo
 
     def _string(self, text: str) -> bytes:
-        if type(text) is not str:
-            text = str.__str__(text)  # a subclass: its characters, whatever it overrides
+        if len(text) <= _LONG_TEXT:
+            if self._transform is None:
+                try:
+                    return _dumps(text)
+                except orjson.JSONEncodeError:
+                    return _dumps(_replace_surrogates(text))
+            return self._encoded(text)
+        # A long string may be shared by thousands of references: encode it once.
+        key = ("value", id(text), self._transform is None)
+        done = self._texts.get(key)
+        if done is None or done[0] is not text:
+            done = self._texts[key] = (text, _compact(self._encoded(text)))
+        return done[1]  # type: ignore[return-value]
+
+    def _encoded(self, text: str) -> bytes:
         if self._transform is not None:
             text = self._transform(text)
         try:
-            return orjson.dumps(text)
+            return _dumps(text)
         except orjson.JSONEncodeError:
-            return orjson.dumps(_replace_surrogates(text))
+            return _dumps(_replace_surrogates(text))
+
+
+_dumps: Final = orjson.dumps
+
+
+def _compact(data: bytes) -> bytes:
+    """``data`` in an allocation of its own size. orjson hands back even a short result in one
+    of some 4 KiB: parts kept for long (a list of 250,000 strings until it closes) are copied."""
+    return bytes(memoryview(data))
 
 
 def _scalar_bytes(value: int | float | bool | None) -> bytes:
@@ -670,7 +764,7 @@ def _scalar_bytes(value: int | float | bool | None) -> bytes:
         return b"true" if value else b"false"
     if type(value) is int:
         return _int_bytes(value)
-    return orjson.dumps(value)
+    return _dumps(value)
 
 
 def _int_bytes(value: int) -> bytes:
@@ -679,7 +773,7 @@ def _int_bytes(value: int) -> bytes:
         return int.__repr__(value).encode()
     except ValueError:
         # Past sys.get_int_max_str_digits(); hex has no such limit and stays deterministic.
-        return orjson.dumps(hex(value))
+        return _dumps(hex(value))
 
 
 def _bytes_like(value: bytes | bytearray | memoryview) -> bytes:
@@ -692,12 +786,12 @@ def _bytes_like(value: bytes | bytearray | memoryview) -> bytes:
 
 def _orjson_leaf(value: object) -> bytes:
     try:
-        return orjson.dumps(value, default=_refuse, option=_FAST_OPTIONS)
+        return _dumps(value, default=_refuse, option=_FAST_OPTIONS)
     except Exception:
         # orjson refuses e.g. timezone-aware times and some subclasses.
         isoformat = getattr(value, "isoformat", None)
         text = isoformat() if callable(isoformat) else str(value)
-        return orjson.dumps(_replace_surrogates(str(text)))
+        return _dumps(_replace_surrogates(str(text)))
 
 
 def _is_utf8_safe(text: str) -> bool:
@@ -845,9 +939,9 @@ def args_hash_of_json(tool_name: str, canonical: bytes) -> str:
 
 def _tool_text(tool_name: object) -> str:
     """A tool name that is not a plain ``str``, as text, without letting it raise."""
-    if isinstance(tool_name, str):
-        return str.__str__(tool_name)
     try:
+        if isinstance(tool_name, str):
+            return str.__str__(tool_name)
         return format(tool_name)
     except Exception:  # also RecursionError from a deeply nested name
         return _opaque(tool_name).decode()
@@ -856,7 +950,7 @@ def _tool_text(tool_name: object) -> str:
 def digest(value: object) -> str:
     """sha256 hex of the *outcome* form of ``value``: canonical JSON with untrusted-content
     envelopes canonicalised in every string value (§c.9)."""
-    if not _orjson_safe(value):
+    if type(value) is not str and not orjson_safe(value):
         return hashlib.sha256(canonical_json_slow(value, canonicalise_untrusted)).hexdigest()
     try:
         data = orjson.dumps(value, option=_FAST_OPTIONS)
@@ -1194,7 +1288,15 @@ def _details_digest(details: Mapping[str, object], text: str) -> str:
     the details take the quick check (this runs for nearly every structured result)."""
     if details is _EMPTY:
         details = {}
-    if type(text) is str and _orjson_safe(details):
+    if type(details) is dict and len(details) <= _FLAT_ITEMS:  # (inline, as in canonical_json)
+        safe = True
+        for child in details.values():
+            if type(child) not in _PLAIN_TEXT_LEAVES:
+                safe = orjson_safe(details)
+                break
+    else:
+        safe = orjson_safe(details)
+    if safe and type(text) is str:
         try:
             data = orjson.dumps({"details": details, "text": text}, option=_FAST_OPTIONS)
         except Exception:
@@ -1243,7 +1345,22 @@ def _content_text(content: list[object] | tuple[object, ...]) -> str:
                 texts.append(text)
     if len(texts) == 1:
         return texts[0].strip()
+    if sum(map(len, texts)) > _MAX_BYTES:  # one long text repeated in many entries
+        return _summary_text(texts)
     return "\n".join(texts).strip()
+
+
+def _summary_text(texts: list[str]) -> str:
+    """A fixed-size stand-in for a joined text past ``_MAX_BYTES`` (its parts hashed once each,
+    in order), so it is never built."""
+    seen: dict[int, tuple[str, bytes]] = {}
+    summary = hashlib.sha256()
+    for text in texts:
+        done = seen.get(id(text))
+        if done is None:
+            done = seen[id(text)] = (text, hashlib.sha256(text.encode("utf-8", "replace")).digest())
+        summary.update(done[1])
+    return f"[oversized text: {len(texts)} parts, sha256 {summary.hexdigest()}]"
 
 
 def _profiled(
@@ -1492,15 +1609,18 @@ def _strip_iteratively(
     # id -> (the source, kept alive so its id is not reused, and its copy)
     copies: dict[int, tuple[object, dict[object, object] | list[object]]] = {}
     pending: list[tuple[object, dict[object, object] | list[object]]] = []
+    left = _MAX_COPIES  # copies, and items read from custom mappings, still allowed
 
     def copy_of(value: object) -> object:
+        nonlocal left
         if not isinstance(value, (Mapping, list, tuple)):
             return value
         existing = copies.get(id(value))
         if existing is not None:
             return existing[1]
-        if len(copies) >= _MAX_COPIES:
+        if left <= 0:
             return value
+        left -= 1
         target: dict[object, object] | list[object] = {} if isinstance(value, Mapping) else []
         copies[id(value)] = (value, target)
         pending.append((value, target))
@@ -1513,8 +1633,11 @@ def _strip_iteratively(
             assert isinstance(source, Mapping)
             drop_id = message_ids and _looks_like_message(source)
             items = source.items()
-            # (A custom mapping's items may never end.)
-            pairs = list(items) if type(source) is dict else list(islice(items, _MAX_COPIES))
+            if type(source) is dict:
+                pairs = list(items)
+            else:  # (a custom mapping's items may never end)
+                pairs = list(islice(items, max(left, 0)))
+                left -= len(pairs)
             for key, item in pairs:
                 if key in keys or (drop_id and key == "id"):
                     continue

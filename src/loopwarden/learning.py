@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
@@ -84,20 +84,31 @@ def leaves_of(value: Any) -> Leaves:
     """A bounded ``path -> text`` view of a JSON-like result (pure; never raises). Its digest is
     computed here, outside any store lock.
 
-    Bounded in work too: at most :data:`MAX_VISITS` nodes are looked at (a result sharing its
-    children at every level, or whose custom mappings make up new ones on every access, ends
-    there), and custom containers are read only that far."""
+    Depth-first, last child first. Bounded in work too: children are read as they are visited,
+    at most :data:`MAX_VISITS` nodes are visited, and custom containers (whose items may never
+    end) are read no further than that in all (a result sharing its children at every level,
+    or making up new ones on every access, ends there)."""
     leaves = Leaves()
-    stack: list[tuple[str, Any, int]] = [("$", value, 0)]
+    stack: list[tuple[Iterator[tuple[str, Any]], int]] = [(iter((("$", value),)), 0)]
     visits = 0
+    budget = [MAX_VISITS]  # children custom containers may still hand over
     while stack and len(leaves) < MAX_LEAVES and visits < MAX_VISITS:
-        visits += 1
-        path, node, depth = stack.pop()
+        children, depth = stack[-1]
         try:
-            children = _children(path, node, MAX_VISITS - visits) if depth < MAX_DEPTH else None
-            if children is not None:
-                stack.extend((child_path, child, depth + 1) for child_path, child in children)
-                continue
+            path, node = next(children)
+        except StopIteration:
+            stack.pop()
+            continue
+        except Exception:  # a container that changed or raised while being read
+            stack.pop()
+            continue
+        visits += 1
+        try:
+            if depth < MAX_DEPTH:
+                nested = _children(path, node, budget)
+                if nested is not None:
+                    stack.append((nested, depth + 1))
+                    continue
             if isinstance(node, str):
                 leaves[path] = node if type(node) is str else str.__str__(node)
                 continue
@@ -117,17 +128,31 @@ def digest_of(leaves: Mapping[str, str]) -> str:
     return "".join(parts)
 
 
-def _children(path: str, node: Any, limit: int) -> list[tuple[str, Any]] | None:
-    """``(path, child)`` of a mapping's string keys or a list's items, else ``None``."""
+def _children(path: str, node: Any, budget: list[int]) -> Iterator[tuple[str, Any]] | None:
+    """``(path, child)`` of a mapping's string keys or a list's items, last first, else
+    ``None``."""
+    kind = type(node)
+    if kind is dict:
+        return ((_bounded("".join((path, ".", k))), v) for k, v in reversed(node.items())
+                if isinstance(k, str))
+    if kind is list or kind is tuple:
+        return ((_bounded(f"{path}[{i}]"), node[i]) for i in range(len(node) - 1, -1, -1))
     if isinstance(node, Mapping):
-        items = node.items() if type(node) is dict else islice(node.items(), limit)
+        items = _read(node.items(), budget)
         # (join, not an f-string: a str subclass's __format__ could raise.)
-        return [(_bounded("".join((path, ".", k))), v) for k, v in items if isinstance(k, str)]
-    if isinstance(node, (list, tuple)):
-        if type(node) is not list and type(node) is not tuple:  # as stored, never endless
-            node = list.__iter__(node) if isinstance(node, list) else tuple.__iter__(node)
-        return [(_bounded(f"{path}[{i}]"), v) for i, v in enumerate(node)]
+        return ((_bounded("".join((path, ".", k))), v) for k, v in reversed(items)
+                if isinstance(k, str))
+    if isinstance(node, (list, tuple)):  # a subclass: as stored, never its own __iter__
+        stored = _read(list.__iter__(node) if isinstance(node, list) else tuple.__iter__(node),
+                       budget)
+        return ((_bounded(f"{path}[{i}]"), v) for i, v in reversed(list(enumerate(stored))))
     return None
+
+
+def _read(items: Iterable[Any], budget: list[int]) -> list[Any]:
+    taken = list(islice(items, max(budget[0], 0)))
+    budget[0] -= len(taken)
+    return taken
 
 
 def learned_for(learned: Mapping[str, Any], tool: str) -> tuple[str, ...]:

@@ -183,6 +183,7 @@ def mask_volatile(
 
 _MAX_DEPTH = 64
 _MAX_NODES = 50_000
+_LONG_TEXT = 256
 
 
 def mask_value(
@@ -197,9 +198,19 @@ def mask_value(
     if type(value) is str:  # most tool results: skip the walk's set-up
         return mask_volatile(value, extra, builtin=builtin)
     budget = [_MAX_NODES]
+    # A long string may be shared by thousands of references: mask it once.
+    masked: dict[int, tuple[str, str]] = {}
+
+    def mask(text: str) -> str:
+        if len(text) <= _LONG_TEXT:
+            return mask_volatile(text, extra, builtin=builtin)
+        done = masked.get(id(text))
+        if done is None or done[0] is not text:
+            done = masked[id(text)] = (text, mask_volatile(text, extra, builtin=builtin))
+        return done[1]
+
     try:
-        return _mask(value, 0, set(), budget,
-                     lambda text: mask_volatile(text, extra, builtin=builtin))
+        return _mask(value, 0, set(), budget, mask)
     except Exception:  # a value whose own methods raise (a __class__ property ...)
         return value
 

@@ -24,10 +24,11 @@ from typing import Any, Literal
 import orjson
 
 from ..events import LoopEvent
+from ..fingerprint import canonical_json, orjson_safe
 from ..history import SessionState
 
 __all__ = ["EVENT_FIELDS", "StateDecoder", "decode_state", "dumps", "encode_state",
-           "event_from_values", "field_text", "loads", "text_value"]
+           "event_from_values", "field_text", "loads", "storable_id", "text_value"]
 
 log = logging.getLogger("loopwarden.stores")
 
@@ -39,13 +40,21 @@ _MAX_REPORTED = 1024
 
 
 def dumps(value: Any) -> bytes:
-    """JSON bytes for ``value``, lossless for every string (lone surrogates escaped)."""
+    """JSON bytes for ``value``, lossless for every string (lone surrogates escaped); never
+    raises, never hands orjson a value that could crash it (deep tuples abort orjson 3.12-3.13)."""
+    if orjson_safe(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+        except orjson.JSONEncodeError:
+            pass
     try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-    except orjson.JSONEncodeError:
         # orjson rejects lone surrogates (and integers beyond 64 bits); the standard library
         # escapes the former as \udXXX, which json.loads turns back into the same string.
         return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    except (ValueError, TypeError, RecursionError):
+        # Too deep, cyclic or not JSON at all: only a caller's value can be; stored as the
+        # canonical form every hash already uses.
+        return canonical_json(value)
 
 
 def loads(raw: bytes | bytearray | memoryview | str) -> Any:
@@ -61,7 +70,33 @@ def loads(raw: bytes | bytearray | memoryview | str) -> Any:
 
 
 def encode_state(state: SessionState) -> bytes:
-    return dumps(state.to_dict())
+    data = state.to_dict()
+    # A state is loopwarden's own plain data but for the records' tool names and call ids,
+    # which callers hand in (the guard makes them text; a record built directly may not be).
+    for record in state.history:  # (a plain loop: this runs over the whole history each time)
+        if type(record.tool_name) is not str or not (
+            record.call_id is None or type(record.call_id) is str
+        ):
+            data["history"] = [
+                {**entry, "tool_name": storable_id(entry["tool_name"]),
+                 "call_id": storable_id(entry["call_id"])}
+                for entry in data["history"]
+            ]
+            break
+    return dumps(data)
+
+
+def storable_id(value: Any) -> str | None:
+    """A caller-given id as text: a str (a subclass as its plain value) as it is, anything
+    else as its canonical JSON text, so that reading it back never depends on its methods."""
+    if value is None or type(value) is str:
+        return value
+    try:
+        if isinstance(value, str):
+            return str.__str__(value)
+    except Exception:  # a __class__ that raises: isinstance() asks it
+        pass
+    return canonical_json(value).decode("utf-8", "surrogatepass")
 
 
 def decode_state(raw: bytes | str) -> SessionState:
@@ -121,9 +156,11 @@ def field_text(name: str, value: Any) -> str | None:
     if value is None or (isinstance(value, (tuple, list, dict)) and not value):
         return None
     kind = _KINDS.get(name, "json")
-    if kind in ("str", "int"):
+    if kind == "int" and type(value) is int:
         return str(value)
-    return dumps(value).decode()
+    if kind in ("str", "int"):
+        return storable_id(value)
+    return dumps(value).decode("utf-8", "surrogatepass")
 
 
 def text_value(name: str, text: str) -> Any:
