@@ -1,0 +1,55 @@
+"""Ping-pong (§d.4): the run's newest calls alternate between two calls."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..history import OUTCOME_VETO, CallRecord, SessionState
+from .base import NO_PING_PONG, PingPong
+
+
+def ping_pong(state: SessionState, run: str | None, cur: str) -> PingPong:
+    """§d.4: the A-B-A-B tail, counted as if ``cur`` were the next call."""
+    records = state.run_records(run)
+    if not records:
+        return NO_PING_PONG
+    last = records[-1]
+    other: CallRecord | None = None
+    for r in reversed(records):
+        if r.args_hash != last.args_hash:
+            other = r
+            break
+    if other is None or cur != other.args_hash:
+        return NO_PING_PONG
+    tail: list[CallRecord] = []
+    expected = last.args_hash
+    for r in reversed(records):
+        if r.args_hash != expected:
+            break
+        tail.append(r)
+        expected = other.args_hash if expected == last.args_hash else last.args_hash
+    if len(tail) < 2:
+        return NO_PING_PONG
+    return PingPong(len(tail) + 1, last.tool_name, last.args_hash, _stable_sides(tail))
+
+
+def _stable_sides(tail: list[CallRecord]) -> bool:
+    """Both sides of the alternation have one outcome each. A loop veto (a blocked attempt:
+    nothing ran) matches its side's outcome, so a model that keeps alternating after a block
+    stays blocked and climbs to the terminal stop; in OpenClaw the veto hid the evidence and
+    the alternation was allowed again until the veto left the window."""
+    sides: dict[str, str] = {}
+    for r in tail:
+        if r.outcome_kind == OUTCOME_VETO:
+            continue
+        if r.result_hash is None:
+            return False
+        seen = sides.setdefault(r.args_hash, r.result_hash)
+        if seen != r.result_hash:
+            return False
+    return len(sides) == 2
+
+
+def _pacing_in_tail(records: Sequence[CallRecord]) -> bool:
+    """Whether either side of the newest alternation is a pacing call (poll, sleep, poll ...)."""
+    return any(r.pacing for r in list(records)[-2:])
