@@ -1,15 +1,19 @@
-"""What every detector shares: the prospective call, the limits, the measurements' value types
-and the :class:`Detection` a rule produces. Nothing here measures anything."""
+"""What every detector shares: the :class:`Detector` interface, the prospective call, the
+limits, the measurements' value types and the :class:`Detection` a rule produces."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, TypeVar
 
-if TYPE_CHECKING:  # only an annotation: the detectors need no profile code
+if TYPE_CHECKING:  # only annotations: the detectors need no profile code, and Facts needs them
+    from ..history import RunView, SessionState
     from ..profiles import ToolProfile
+    from .rules import Facts
 
 Level = Literal["warning", "critical"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +109,50 @@ NO_STREAK = Streak()
 NO_PING_PONG = PingPong()
 NO_CHURN = Churn()
 NO_CYCLE = Cycle()
+
+
+class Score(NamedTuple):
+    """The largest count a detector's rules could compare with each calibrated threshold, for
+    one prospective call (:func:`loopwarden.calibration.score_run` keeps the maximum per run)."""
+
+    warning: int = 0  # compared with warningThreshold
+    critical: int = 0  # with criticalThreshold (and the breaker, derived from it)
+    unknown_tool: int = 0
+    error_repeat: int = 0
+
+
+
+class Detector(ABC, Generic[T]):
+    """One detector: a measurement of the run's history, the rules of ``RULES`` that compare it
+    with the thresholds (each names this detector as its ``family``), the O(1) pre-check that
+    lets most calls skip measuring, and what calibration reads of the measurement.
+
+    The contract that keeps the pre-check honest: whenever one of this detector's rules fires
+    on :meth:`measure`'s value (with the limits it was given), :meth:`enabled` and
+    :meth:`may_fire` are True (``tests/test_detector_objects.py`` checks it on random
+    histories)."""
+
+    __slots__ = ()
+
+    #: A short name for messages and test ids (the rules carry the names detections report).
+    name: str = ""
+
+    def enabled(self, limits: Limits) -> bool:
+        """Whether any of this detector's rules can fire under these switches: a detector
+        whose switch is off stays out of :class:`~loopwarden.engine.LoopDetector`'s gate."""
+        return True
+
+    @abstractmethod
+    def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        """A conservative O(1) test on the run's window (at least one record): False only when
+        none of this detector's rules can fire for ``call``. Every threshold but the
+        unknown-tool and error-repeat ones is at least ``limits.warning``."""
+
+    @abstractmethod
+    def measure(self, state: SessionState, run: str | None, call: Prospect, limits: Limits) -> T:
+        """This detector's part of :class:`~loopwarden.detectors.Facts`."""
+
+    @abstractmethod
+    def score(self, facts: Facts, limits: Limits) -> Score:
+        """What calibration reads: the counts this detector's rules compare with each
+        threshold (0 where none of them does)."""

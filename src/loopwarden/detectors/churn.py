@@ -3,8 +3,14 @@ rewriting one write target again and again (warning-only)."""
 
 from __future__ import annotations
 
-from ..history import OUTCOME_WRITE_MUTATION, CallRecord, SessionState
-from .base import NO_CHURN, Churn, Prospect
+from typing import TYPE_CHECKING
+
+from ..history import OUTCOME_WRITE_MUTATION, CallRecord, RunView, SessionState
+from .base import NO_CHURN, Churn, Detector, Limits, Prospect, Score
+from .streaks import tool_tail_may_reach
+
+if TYPE_CHECKING:
+    from .rules import Facts
 
 CHURN_MIN_REPEATS = 3
 
@@ -68,3 +74,30 @@ def write_churn(
     if call.args_hash in variants:
         return NO_CHURN
     return Churn(len(variants), len(variants), True) if variants else NO_CHURN
+
+
+class ChurnDetector(Detector[Churn]):
+    """``argument_churn`` (warning only); other warnings also report it as a liveness signal."""
+
+    __slots__ = ()
+    name = "argument_churn"
+
+    def enabled(self, limits: Limits) -> bool:
+        return limits.argument_churn
+
+    def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        # Both walks go back from the newest record through records of this tool only.
+        return limits.argument_churn and tool_tail_may_reach(
+            view.records, call.tool_name, limits.warning)
+
+    def measure(self, state: SessionState, run: str | None, call: Prospect,
+                limits: Limits) -> Churn:
+        if not limits.argument_churn or (limits.progress and call.pacing):
+            return NO_CHURN
+        return argument_churn(state, run, call)
+
+    def score(self, facts: Facts, limits: Limits) -> Score:
+        return Score(warning=facts.churn.count)
+
+
+ARGUMENT_CHURN = ChurnDetector()

@@ -4,9 +4,13 @@ outcome at every step (period 2 is OpenClaw's ping-pong)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ..history import OUTCOME_VETO, CallRecord, SessionState
-from .base import NO_CYCLE, Cycle, Prospect
+from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
+from .base import NO_CYCLE, Cycle, Detector, Limits, Prospect, Score
+
+if TYPE_CHECKING:
+    from .rules import Facts
 
 # Periods the cycle detector looks for: 1 is a plain repeat, 2 is OpenClaw's ping-pong.
 CYCLE_PERIODS = (3, 4, 5, 6)
@@ -105,3 +109,65 @@ def _unpaced_cycle(state: SessionState, run: str | None, call: Prospect) -> Cycl
     if cycle.count and any(r.pacing for r in list(state.run_records(run))[-len(cycle.steps):]):
         return NO_CYCLE
     return cycle
+
+
+def _cycle_possible(records: Sequence[CallRecord], cur: str, warning: int) -> bool:
+    """Could ``cur`` continue a cycle of period k (3-6) that counts ``warning``? Such a cycle's
+    tail holds at least 2k - 1 records, with this call k steps back and the newest record's
+    call k + 1 steps back. A veto among the newest seven records may be a retry, which takes
+    no step (the steps then reach further back): measure then. (The newest record is never a
+    veto here: :meth:`CycleDetector.may_fire` has already said yes to that case.)"""
+    n = len(records)
+    if n < 5 or n + 1 < warning:
+        return False
+    # One look-up per record: this runs on every call that gets this far.
+    newest = records[-1].args_hash
+    r2, r3, r4, r5 = records[-2], records[-3], records[-4], records[-5]
+    if cur == r3.args_hash and newest == r4.args_hash:
+        return True
+    veto = OUTCOME_VETO
+    if n < 7:
+        return veto in (r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind,
+                        records[-6].outcome_kind if n == 6 else None)
+    r6, r7 = records[-6], records[-7]
+    if (
+        (cur == r4.args_hash and newest == r5.args_hash)
+        or (n >= 9 and cur == r5.args_hash and newest == r6.args_hash)
+        or (n >= 11 and cur == r6.args_hash and newest == r7.args_hash)
+    ):
+        return True
+    return veto in (r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind,
+                    r6.outcome_kind, r7.outcome_kind)
+
+
+class CycleDetector(Detector[Cycle]):
+    """``cycle``, and the ``global_circuit_breaker`` for a cycle that insists."""
+
+    __slots__ = ()
+    name = "cycle"
+
+    def enabled(self, limits: Limits) -> bool:
+        return limits.cycle
+
+    def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        # A cycle holds this call k steps back; a newest veto may be a retry (no step).
+        if not limits.cycle or not view.by_key.get(call.args_hash):
+            return False
+        records = view.records
+        return records[-1].outcome_kind == OUTCOME_VETO or _cycle_possible(
+            records, call.args_hash, limits.warning)
+
+    def measure(self, state: SessionState, run: str | None, call: Prospect,
+                limits: Limits) -> Cycle:
+        if not limits.cycle:
+            return NO_CYCLE
+        if not limits.progress:
+            return no_progress_cycle(state, run, call)
+        return NO_CYCLE if call.pacing else _unpaced_cycle(state, run, call)
+
+    def score(self, facts: Facts, limits: Limits) -> Score:
+        count = facts.cycle.count  # outcomes identical by construction: it warns and blocks
+        return Score(warning=count, critical=count)
+
+
+CYCLE = CycleDetector()

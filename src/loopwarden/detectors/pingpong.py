@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ..history import OUTCOME_VETO, CallRecord, SessionState
-from .base import NO_PING_PONG, PingPong
+from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
+from .base import NO_PING_PONG, Detector, Limits, PingPong, Prospect, Score
+
+if TYPE_CHECKING:
+    from .rules import Facts
 
 
 def ping_pong(state: SessionState, run: str | None, cur: str) -> PingPong:
@@ -53,3 +57,48 @@ def _stable_sides(tail: list[CallRecord]) -> bool:
 def _pacing_in_tail(records: Sequence[CallRecord]) -> bool:
     """Whether either side of the newest alternation is a pacing call (poll, sleep, poll ...)."""
     return any(r.pacing for r in list(records)[-2:])
+
+
+class PingPongDetector(Detector[PingPong]):
+    """``ping_pong``: A-B-A-B with this call as the next A."""
+
+    __slots__ = ()
+    name = "ping_pong"
+
+    def enabled(self, limits: Limits) -> bool:
+        return limits.ping_pong
+
+    def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        """A count of ``warning`` is an alternating tail of ``warning - 1`` records plus this
+        call: the record before the newest is this call, and the tail's second and oldest
+        records hold the calls the alternation puts there."""
+        records = view.records
+        if len(records) < 2 or records[-2].args_hash != call.args_hash:
+            return False
+        tail = limits.warning - 1
+        if len(records) < tail:
+            return False
+        last = records[-1]
+        if tail >= 3 and records[-3].args_hash != last.args_hash:
+            return False
+        oldest = call.args_hash if tail % 2 == 0 else last.args_hash
+        return tail < 1 or records[-tail].args_hash == oldest
+
+    def measure(self, state: SessionState, run: str | None, call: Prospect,
+                limits: Limits) -> PingPong:
+        """``early``: an alternation with a pacing call (poll, sleep, poll ...) is no ping-pong."""
+        if not limits.progress:
+            return ping_pong(state, run, call.args_hash)
+        if call.pacing:
+            return NO_PING_PONG
+        pp = ping_pong(state, run, call.args_hash)
+        if pp.count and _pacing_in_tail(state.run_records(run)):
+            return NO_PING_PONG
+        return pp
+
+    def score(self, facts: Facts, limits: Limits) -> Score:
+        pp = facts.ping_pong
+        return Score(warning=pp.count, critical=pp.count if pp.no_progress_evidence else 0)
+
+
+PING_PONG = PingPongDetector()

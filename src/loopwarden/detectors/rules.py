@@ -1,95 +1,66 @@
-"""The precedence table: the ``RULES`` that turn the measurements into at most one
-:class:`Detection`, first match wins, in OpenClaw's order (§d)."""
+"""The precedence table: the ``RULES`` that turn the detectors' measurements into at most one
+:class:`Detection`, first match wins, in OpenClaw's order (§d), and :class:`Facts`, the
+measurements of one prospective call.
+
+Each rule names its ``family``, the :class:`~loopwarden.detectors.base.Detector` whose
+measurement it compares with a threshold. The families of this table are ``DETECTORS``: the
+engine's O(1) gate asks each of them (:func:`gates_for`) and calibration reads their scores, so
+a rule is never left out of either.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from ..history import SessionState
+from ..history import RunView, SessionState
 from .base import (
-    NO_CHURN,
     NO_CYCLE,
-    NO_PING_PONG,
-    NO_STREAK,
     Churn,
     Cycle,
     Detection,
+    Detector,
     Level,
     Limits,
     PingPong,
     Prospect,
     Streak,
 )
-from .churn import argument_churn
-from .cycle import _unpaced_cycle, no_progress_cycle
-from .pingpong import _pacing_in_tail, ping_pong
-from .streaks import error_streak, no_progress_streak, progress_streak, unknown_tool_streak
+from .churn import ARGUMENT_CHURN
+from .cycle import CYCLE
+from .pingpong import PING_PONG
+from .streaks import ERROR_REPEAT, NO_PROGRESS, UNKNOWN_TOOL, repeat_count
 
 
 @dataclass(slots=True)
 class Facts:
-    """All measurements for one prospective call, computed once."""
+    """All measurements for one prospective call, computed once: each detector's part."""
 
     call: Prospect
-    unknown: Streak
-    no_progress: Streak
-    ping_pong: PingPong
-    churn: Churn
-    recent: int
-    errors: Streak
-    cycle: Cycle = NO_CYCLE
+    unknown: Streak  # UNKNOWN_TOOL
+    no_progress: Streak  # NO_PROGRESS
+    ping_pong: PingPong  # PING_PONG
+    churn: Churn  # ARGUMENT_CHURN
+    recent: int  # NO_PROGRESS
+    errors: Streak  # ERROR_REPEAT
+    cycle: Cycle = NO_CYCLE  # CYCLE
 
     @classmethod
     def measure(
         cls, state: SessionState, run: str | None, call: Prospect, limits: Limits
     ) -> Facts:
-        if limits.progress:
-            return cls._measure_progress(state, run, call, limits)
+        no_progress, recent = NO_PROGRESS.measure(state, run, call, limits)
         return cls(
-            call=call,
-            unknown=unknown_tool_streak(state, run, call.tool_name),
-            no_progress=no_progress_streak(state, run, call),
-            ping_pong=ping_pong(state, run, call.args_hash),
-            churn=argument_churn(state, run, call) if limits.argument_churn else NO_CHURN,
-            recent=len(state.key_records(run, call.args_hash)),
-            errors=error_streak(state, run, call.tool_name) if limits.error_repeat_on else NO_STREAK,
-            cycle=no_progress_cycle(state, run, call) if limits.cycle else NO_CYCLE,
+            call,
+            UNKNOWN_TOOL.measure(state, run, call, limits),
+            no_progress,
+            PING_PONG.measure(state, run, call, limits),
+            ARGUMENT_CHURN.measure(state, run, call, limits),
+            recent,
+            ERROR_REPEAT.measure(state, run, call, limits),
+            CYCLE.measure(state, run, call, limits),
         )
-
-    @classmethod
-    def _measure_progress(
-        cls, state: SessionState, run: str | None, call: Prospect, limits: Limits
-    ) -> Facts:
-        """``early``: a pacing call is neutral (only the hard cap watches it), an alternation
-        with one is not a ping-pong, and streaks end at fresh mutations."""
-        streak = progress_streak(state, run, call)
-        if call.pacing:
-            return cls(call, unknown_tool_streak(state, run, call.tool_name), streak,
-                       NO_PING_PONG, NO_CHURN, 0, NO_STREAK)
-        pp = ping_pong(state, run, call.args_hash)
-        if pp.count and _pacing_in_tail(state.run_records(run)):
-            pp = NO_PING_PONG
-        return cls(
-            call=call,
-            unknown=unknown_tool_streak(state, run, call.tool_name),
-            no_progress=streak,
-            ping_pong=pp,
-            churn=argument_churn(state, run, call) if limits.argument_churn else NO_CHURN,
-            recent=len(state.key_records(run, call.args_hash)),
-            errors=(error_streak(state, run, call.tool_name, progress=True)
-                    if limits.error_repeat_on else NO_STREAK),
-            cycle=_unpaced_cycle(state, run, call) if limits.cycle else NO_CYCLE,
-        )
-
-
-
-def repeat_count(f: Facts, lim: Limits) -> int:
-    """What the generic-repeat warning counts: identical arguments (OpenClaw), or with
-    ``progress`` identical outcomes without progress in between (0 while backing off)."""
-    if not lim.progress:
-        return f.recent
-    return 0 if f.no_progress.compliant else f.no_progress.count
 
 
 def _blocks_at(f: Facts, lim: Limits, critical: int) -> int:
@@ -116,8 +87,12 @@ Count = Callable[[Facts, Limits], int]
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """One row of the precedence table: the detection it makes (``detector``, ``level``) and
+    the detector whose measurement it reads (``family``)."""
+
     detector: str
     level: Level
+    family: Detector[Any]
     fires: Callable[[Facts, Limits], bool]
     count: Count
     message: Callable[[Facts, int], str]
@@ -186,14 +161,14 @@ def _cycle_key(f: Facts) -> str:
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        "unknown_tool_repeat", "critical",
+        "unknown_tool_repeat", "critical", UNKNOWN_TOOL,
         lambda f, lim: f.unknown.count >= lim.unknown_tool,
         lambda f, _: f.unknown.count,
         lambda f, n: unknown_tool_message(f.unknown.name or f.call.tool_name, n),
         lambda f: f"unknown-tool:{f.call.tool_name}:{f.unknown.name or 'unknown'}",
     ),
     Rule(
-        "global_circuit_breaker", "critical",
+        "global_circuit_breaker", "critical", NO_PROGRESS,
         lambda f, lim: f.no_progress.count >= lim.global_breaker,
         _np,
         lambda f, n: (
@@ -203,7 +178,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f"global:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
     ),
     Rule(
-        "known_poll_no_progress", "critical",
+        "known_poll_no_progress", "critical", NO_PROGRESS,
         lambda f, lim: lim.known_poll and f.call.known_poll
         and f.no_progress.count >= _blocks_at(f, lim, _poll_critical_threshold(f, lim)),
         _np,
@@ -215,7 +190,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f"poll:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
     ),
     Rule(
-        "known_poll_no_progress", "warning",
+        "known_poll_no_progress", "warning", NO_PROGRESS,
         lambda f, lim: lim.known_poll and f.call.known_poll
         and f.no_progress.count >= lim.warning and _poll_warns(f, lim),
         _np,
@@ -227,7 +202,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f"poll:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
     ),
     Rule(
-        "ping_pong", "critical",
+        "ping_pong", "critical", PING_PONG,
         lambda f, lim: lim.ping_pong and f.ping_pong.count >= lim.critical
         and f.ping_pong.no_progress_evidence,
         lambda f, _: f.ping_pong.count,
@@ -241,7 +216,7 @@ RULES: tuple[Rule, ...] = (
     # loopwarden's cycles (periods 3-6) rank right after ping-pong (period 2). Blocked attempts
     # keep counting, so an insistent model reaches the breaker, as a repeated call does.
     Rule(
-        "global_circuit_breaker", "critical",
+        "global_circuit_breaker", "critical", CYCLE,
         lambda f, lim: lim.cycle and f.cycle.count >= lim.global_breaker,
         lambda f, _: f.cycle.count,
         lambda f, n: (
@@ -251,7 +226,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: "global:" + _cycle_key(f),
     ),
     Rule(
-        "cycle", "critical",
+        "cycle", "critical", CYCLE,
         lambda f, lim: lim.cycle and f.cycle.count >= lim.critical,
         lambda f, _: f.cycle.count,
         lambda f, n: (
@@ -261,7 +236,7 @@ RULES: tuple[Rule, ...] = (
         _cycle_key,
     ),
     Rule(
-        "ping_pong", "warning",
+        "ping_pong", "warning", PING_PONG,
         lambda f, lim: lim.ping_pong and f.ping_pong.count >= lim.warning and _pp_warns(f, lim),
         lambda f, _: f.ping_pong.count,
         lambda f, n: (
@@ -272,7 +247,7 @@ RULES: tuple[Rule, ...] = (
         _pp_key,
     ),
     Rule(
-        "generic_repeat", "critical",
+        "generic_repeat", "critical", NO_PROGRESS,
         lambda f, lim: lim.generic_repeat and not f.call.known_poll
         and f.no_progress.count >= _blocks_at(f, lim, lim.critical),
         _np,
@@ -283,7 +258,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f"generic:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
     ),
     Rule(
-        "error_repeat", "critical",
+        "error_repeat", "critical", ERROR_REPEAT,
         lambda f, lim: lim.error_repeat_on and f.errors.count >= lim.critical,
         lambda f, _: f.errors.count,
         lambda f, n: (
@@ -295,7 +270,7 @@ RULES: tuple[Rule, ...] = (
     # Below every critical, so that a cycle's warning never turns an existing block into a
     # warning.
     Rule(
-        "cycle", "warning",
+        "cycle", "warning", CYCLE,
         lambda f, lim: lim.cycle and f.cycle.count >= lim.warning,
         lambda f, _: f.cycle.count,
         lambda f, n: (
@@ -305,14 +280,14 @@ RULES: tuple[Rule, ...] = (
         _cycle_key,
     ),
     Rule(
-        "argument_churn", "warning",
+        "argument_churn", "warning", ARGUMENT_CHURN,
         lambda f, lim: lim.argument_churn and f.churn.count >= lim.warning,
         lambda f, _: f.churn.count,
         _churn_message,
         _churn_key,
     ),
     Rule(
-        "generic_repeat", "warning",
+        "generic_repeat", "warning", NO_PROGRESS,
         lambda f, lim: lim.generic_repeat and not f.call.known_poll
         and repeat_count(f, lim) >= lim.warning,
         repeat_count,
@@ -323,7 +298,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f"generic:{f.call.tool_name}:{f.call.args_hash}",
     ),
     Rule(
-        "error_repeat", "warning",
+        "error_repeat", "warning", ERROR_REPEAT,
         lambda f, lim: lim.error_repeat_on and f.errors.count >= lim.error_repeat,
         lambda f, _: f.errors.count,
         lambda f, n: (
@@ -361,3 +336,15 @@ def evaluate(facts: Facts, limits: Limits, rules: Iterable[Rule] = RULES) -> Det
             liveness_signal=liveness,
         )
     return None
+
+
+#: The detectors, in the order of their first rule: every family of ``RULES``, and no other.
+DETECTORS: tuple[Detector[Any], ...] = tuple(dict.fromkeys(rule.family for rule in RULES))
+
+Gate = Callable[[RunView, Prospect, Limits], bool]
+
+
+def gates_for(limits: Limits) -> tuple[Gate, ...]:
+    """The ``may_fire`` of every detector that ``limits``' switches leave on (the others' rules
+    cannot fire): when none of them says yes, no rule fires and the call needs no measuring."""
+    return tuple(d.may_fire for d in DETECTORS if d.enabled(limits))
