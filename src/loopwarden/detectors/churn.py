@@ -92,7 +92,7 @@ class ChurnDetector(Detector[Churn]):
 
     def measure(self, state: SessionState, run: str | None, call: Prospect,
                 limits: Limits) -> Churn:
-        if not limits.argument_churn or (limits.progress and call.pacing):
+        if not limits.argument_churn or (limits.progress and call.pacing):  # ``early``: neutral
             return NO_CHURN
         return argument_churn(state, run, call)
 

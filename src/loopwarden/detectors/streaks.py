@@ -299,7 +299,7 @@ class ErrorRepeatDetector(Detector[Streak]):
 
     def measure(self, state: SessionState, run: str | None, call: Prospect,
                 limits: Limits) -> Streak:
-        if not limits.error_repeat_on or (limits.progress and call.pacing):
+        if not limits.error_repeat_on or (limits.progress and call.pacing):  # ``early``: neutral
             return NO_STREAK
         return error_streak(state, run, call.tool_name, progress=limits.progress)
 
