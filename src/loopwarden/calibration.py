@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import LoopDetectionConfig
-from .detectors import Facts, Limits, Prospect, repeat_count
+from .detectors import DETECTORS, Facts, Limits, Prospect
 from .engine import LoopDetector
 from .errors import LoopwardenError
 from .history import SessionState, normalize_run_id
@@ -61,14 +61,10 @@ def score_run(calls: Iterable[ToolCall], config: LoopDetectionConfig | None = No
 
     def measure(prospect: Prospect, run: str | None) -> None:
         facts = Facts.measure(state, run, prospect, limits)
-        np_count, pp = facts.no_progress.count, facts.ping_pong.count
-        generic = np_count if prospect.known_poll else repeat_count(facts, limits)
-        cycle = facts.cycle.count  # outcomes identical by construction: it warns and blocks
-        scores[0] = max(scores[0], generic, pp, facts.churn.count, cycle)
-        scores[1] = max(scores[1], np_count, facts.errors.count,
-                        pp if facts.ping_pong.no_progress_evidence else 0, cycle)
-        scores[2] = max(scores[2], facts.unknown.count)
-        scores[3] = max(scores[3], facts.errors.count)
+        for family in DETECTORS:  # each detector says what its rules compare (Detector.score)
+            for slot, count in enumerate(family.score(facts, limits)):
+                if count > scores[slot]:
+                    scores[slot] = count
 
     for i, call in enumerate(calls):
         run = normalize_run_id(call.run_id)

@@ -11,13 +11,12 @@ import dataclasses
 import hashlib
 import logging
 import re
-from collections import deque
 from time import time_ns as _time_ns
 from typing import Any
 
 from ._text import log_text
 from .config import LoopDetectionConfig
-from .detectors import Detection, Facts, Limits, Prospect, evaluate, write_churn
+from .detectors import Detection, Facts, Limits, Prospect, evaluate, gates_for, write_churn
 from .fingerprint import (
     Outcome,
     args_hash_of_json,
@@ -32,7 +31,6 @@ from .history import (
     OUTCOME_TERMINAL_EXEC_FAILURE,
     OUTCOME_VETO,
     CallRecord,
-    RunView,
     SessionState,
     normalize_run_id,
 )
@@ -133,8 +131,8 @@ class LoopDetector:
     """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
 
     __slots__ = (
-        "_extended_unknown", "_history_size", "_learn", "_mask", "_per_tool", "_prepared",
-        "_prepared_for", "_progress", "_tool_limits", "config", "limits", "registry",
+        "_extended_unknown", "_gates", "_history_size", "_learn", "_mask", "_per_tool",
+        "_prepared", "_prepared_for", "_progress", "_tool_limits", "config", "limits", "registry",
     )
 
     def __init__(
@@ -142,6 +140,9 @@ class LoopDetector:
     ) -> None:
         self.config = config if config is not None else LoopDetectionConfig()
         self.limits = limits_for(self.config)
+        # The O(1) pre-checks of the detectors the switches leave on (per-tool limits change
+        # thresholds only), asked in turn before a call is measured.
+        self._gates = gates_for(self.limits)
         self.registry = resolve_registry(profiles)
         # Preset switches, read on every outcome (the config is immutable).
         self._mask = self.config.mask_volatile
@@ -469,49 +470,6 @@ class LoopDetector:
         return self.detect_prepared(state, self.prepare(tool_name, args),
                                     run_id=normalize_run_id(run_id))
 
-    def _nothing_can_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
-        """A conservative O(1) test that no rule can fire, so most calls skip measuring.
-
-        Every threshold but the unknown-tool and error-repeat ones is at least
-        ``warningThreshold`` (W), so:
-        repeat rules need W records of this exact call. The churn and terminal-failure streaks
-        walk back from the newest record through records of this tool only: they need it to be
-        this tool, pending or with a no-progress flag or an outcome kind, and the record W back
-        to be this tool too. Unknown-tool streaks skip vetoes of any tool, so a newest veto or
-        unknown-tool record always measures. Ping-pong needs the W - 1 newest records to
-        alternate between the newest call and this one. A cycle needs this call earlier in
-        the run, k steps back (see :func:`_cycle_possible`). Error streaks skip other tools,
-        so they measure whenever the run holds enough records with an error identity."""
-        same = view.by_key.get(call.args_hash, ())
-        if len(same) >= limits.warning:
-            return False
-        if limits.error_repeat_on and view.errors >= min(limits.error_repeat, limits.critical):
-            return False
-        records = view.records
-        last = records[-1]
-        if last.outcome_kind == OUTCOME_VETO:
-            return False
-        if last.tool_name == call.tool_name:
-            if last.unknown_tool_name is not None:
-                return False
-            if (
-                (last.result_hash is None or last.no_progress or last.outcome_kind is not None)
-                and len(records) >= limits.warning
-                and records[-limits.warning].tool_name == call.tool_name
-            ):
-                return False
-        if same and limits.cycle and _cycle_possible(records, call.args_hash, limits.warning):
-            return False
-        if len(records) < 2 or records[-2].args_hash != call.args_hash:
-            return True
-        tail = limits.warning - 1  # a ping-pong count is its alternating tail plus this call
-        if len(records) < tail:
-            return True
-        if tail >= 3 and records[-3].args_hash != last.args_hash:
-            return True
-        oldest = call.args_hash if tail % 2 == 0 else last.args_hash
-        return tail >= 1 and records[-tail].args_hash != oldest
-
     def detect_prepared(
         self, state: SessionState, call: Prospect, *, run_id: str | None = None
     ) -> Detection | None:
@@ -521,7 +479,12 @@ class LoopDetector:
         if limits is None:  # exempt: recorded like any call, never the subject of a verdict
             return None
         view = state.run_view(run)
-        if view is None or self._nothing_can_fire(view, call, limits):
+        if view is None:
+            return None
+        for may_fire in self._gates:
+            if may_fire(view, call, limits):
+                break
+        else:  # no rule can fire: most calls skip measuring
             return None
         detection = evaluate(Facts.measure(state, run, call, limits), limits)
         if detection is not None:
@@ -543,33 +506,6 @@ def error_identity(args_hash: str, error: Any) -> str:
     if _STATUS_ONLY.fullmatch(masked):
         masked = f"{args_hash}\x00{masked}"
     return hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
-def _cycle_possible(records: deque[CallRecord], cur: str, warning: int) -> bool:
-    """Could ``cur`` continue a cycle of period k (3-6) that counts ``warning``? Such a cycle's
-    tail holds at least 2k - 1 records, with this call k steps back and the newest record's
-    call k + 1 steps back. A veto among the newest seven records may be a retry, which takes
-    no step (the steps then reach further back): measure then. (The newest record is never a
-    veto here: the gate has already measured that case.)"""
-    n = len(records)
-    if n < 5 or n + 1 < warning:
-        return False
-    # One look-up per record: this runs on every call that gets this far.
-    newest = records[-1].args_hash
-    r2, r3, r4, r5 = records[-2], records[-3], records[-4], records[-5]
-    if cur == r3.args_hash and newest == r4.args_hash:
-        return True
-    veto = OUTCOME_VETO
-    if n < 7:
-        return veto in (r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind,
-                        records[-6].outcome_kind if n == 6 else None)
-    r6, r7 = records[-6], records[-7]
-    if (
-        (cur == r4.args_hash and newest == r5.args_hash)
-        or (n >= 9 and cur == r5.args_hash and newest == r6.args_hash)
-        or (n >= 11 and cur == r6.args_hash and newest == r7.args_hash)
-    ):
-        return True
-    return veto in (r2.outcome_kind, r3.outcome_kind, r4.outcome_kind, r5.outcome_kind,
-                    r6.outcome_kind, r7.outcome_kind)
 
 
 def _log_detection(detection: Detection, tool: str) -> None:

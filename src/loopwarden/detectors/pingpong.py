@@ -1,0 +1,116 @@
+"""Ping-pong (§d.4): the run's newest calls alternate between two calls."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
+from .base import NO_PING_PONG, Detector, Limits, PingPong, Prospect, Score
+
+if TYPE_CHECKING:
+    from .rules import Facts
+
+
+def ping_pong(state: SessionState, run: str | None, cur: str) -> PingPong:
+    """§d.4: the A-B-A-B tail, counted as if ``cur`` were the next call."""
+    records = state.run_records(run)
+    if not records:
+        return NO_PING_PONG
+    last = records[-1]
+    other: CallRecord | None = None
+    for r in reversed(records):
+        if r.args_hash != last.args_hash:
+            other = r
+            break
+    if other is None or cur != other.args_hash:
+        return NO_PING_PONG
+    tail: list[CallRecord] = []
+    expected = last.args_hash
+    newest_first = list(reversed(records))
+    for i, r in enumerate(newest_first):
+        if r.args_hash != expected:
+            break
+        tail.append(r)
+        older = newest_first[i + 1] if i + 1 < len(newest_first) else None
+        if r.outcome_kind == OUTCOME_VETO and older is not None and older.args_hash == expected:
+            # A blocked retry of the call before it (a batch admission vetoes the trigger
+            # right after its own earlier run): it keeps the model's place in the alternation.
+            continue
+        expected = other.args_hash if expected == last.args_hash else last.args_hash
+    if len(tail) < 2:
+        return NO_PING_PONG
+    return PingPong(len(tail) + 1, last.tool_name, last.args_hash, _stable_sides(tail))
+
+
+def _stable_sides(tail: list[CallRecord]) -> bool:
+    """Both sides of the alternation have one outcome each. A loop veto (a blocked attempt:
+    nothing ran) matches its side's outcome, so a model that keeps alternating after a block
+    stays blocked and climbs to the terminal stop; in OpenClaw the veto hid the evidence and
+    the alternation was allowed again until the veto left the window."""
+    sides: dict[str, str] = {}
+    for r in tail:
+        if r.outcome_kind == OUTCOME_VETO:
+            continue
+        if r.result_hash is None:
+            return False
+        seen = sides.setdefault(r.args_hash, r.result_hash)
+        if seen != r.result_hash:
+            return False
+    return len(sides) == 2
+
+
+def _alternation_in_place(records: Sequence[CallRecord], call: Prospect, tail: int) -> bool:
+    """Whether the records hold an alternation of ``tail`` records ending before ``call``,
+    without blocked retries: the record before the newest is this call, and the tail's
+    third and oldest records hold the calls the alternation puts there."""
+    if len(records) < 2 or records[-2].args_hash != call.args_hash or len(records) < tail:
+        return False
+    last = records[-1]
+    if tail >= 3 and records[-3].args_hash != last.args_hash:
+        return False
+    oldest = call.args_hash if tail % 2 == 0 else last.args_hash
+    return tail < 1 or records[-tail].args_hash == oldest
+
+
+def _pacing_in_tail(records: Sequence[CallRecord]) -> bool:
+    """Whether either side of the newest alternation is a pacing call (poll, sleep, poll ...)."""
+    return any(r.pacing for r in list(records)[-2:])
+
+
+class PingPongDetector(Detector[PingPong]):
+    """``ping_pong``: A-B-A-B with this call as the next A."""
+
+    __slots__ = ()
+    name = "ping_pong"
+
+    def enabled(self, limits: Limits) -> bool:
+        return limits.ping_pong
+
+    def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        """A count of ``warning`` is an alternating tail of ``warning - 1`` records plus this
+        call (see :func:`_alternation_in_place`), unless a blocked retry shifted it."""
+        if not view.by_key.get(call.args_hash):
+            return False  # this call is the alternation's other side: it is in the run
+        return _alternation_in_place(view.records, call, limits.warning - 1) or any(
+            # A blocked retry keeps its side's place, shifting the rest (rare: measure).
+            r.outcome_kind == OUTCOME_VETO for r in view.records)
+
+    def measure(self, state: SessionState, run: str | None, call: Prospect,
+                limits: Limits) -> PingPong:
+        """``early``: an alternation with a pacing call (poll, sleep, poll ...) is no ping-pong."""
+        if not limits.progress:
+            return ping_pong(state, run, call.args_hash)
+        if call.pacing:
+            return NO_PING_PONG
+        pp = ping_pong(state, run, call.args_hash)
+        if pp.count and _pacing_in_tail(state.run_records(run)):
+            return NO_PING_PONG
+        return pp
+
+    def score(self, facts: Facts, limits: Limits) -> Score:
+        pp = facts.ping_pong
+        return Score(warning=pp.count, critical=pp.count if pp.no_progress_evidence else 0)
+
+
+PING_PONG = PingPongDetector()
