@@ -19,14 +19,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+def _shared() -> Path:
+    """The nearest ancestor's ``shared`` folder: the script runs from a clone or a worktree."""
+    for folder in Path(__file__).resolve().parents:
+        if (folder / "shared" / "corpus").is_dir():
+            return folder / "shared"
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+SHARED = _shared()
 FOLDERS = ("corpus/raw", "corpus/normalized", "corpus2/normalized")
 PRESETS = ("openclaw", "early")
 
 
 def scan(folder: str, preset: str) -> bytes:
     done = subprocess.run(
-        [sys.executable, "-m", "loopwarden", "scan", "--json", "--preset", preset, folder],
+        [sys.executable, "-m", "loopwarden.cli", "scan", "--json", "--preset", preset, folder],
         capture_output=True, check=False, cwd=SHARED,
     )
     if done.returncode not in (0, 1):
