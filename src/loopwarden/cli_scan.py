@@ -1,5 +1,9 @@
 """``loopwarden scan`` and ``loopwarden eval``: replay saved transcripts through the guard.
 
+``scan``'s table is laid out by :mod:`loopwarden.report.table`; ``--only-findings`` and
+``--sort`` apply to the table and to the ``--json`` file list alike (its totals always count
+every scanned transcript), while the clean-file count line (``--all``) is the table's only.
+
 matplotlib is imported only for ``scan --html``, so this module loads without the ``report``
 extra.
 """
@@ -40,7 +44,15 @@ from .evaluation import (
 )
 from .report._text import json_text, printable
 from .report.scan import FileScan, scanning
-from .report.table import SORTS, STDIN, Row, ShownNames, print_scan_table, sort_rows
+from .report.table import (
+    CLEAN_LIST_LIMIT,
+    SORTS,
+    STDIN,
+    Row,
+    ShownNames,
+    print_scan_table,
+    sort_rows,
+)
 from .transcripts import FORMATS, ReadProblem, iter_transcript_files
 
 if TYPE_CHECKING:
@@ -200,12 +212,14 @@ def scan(
                                "waste (most calls inside loops first) | calls (longest first).")
     ] = "name",
     list_all: Annotated[
-        bool, typer.Option("--all", help="List every clean transcript instead of counting "
-                                         "them when there are more than 20.")
+        bool, typer.Option("--all", help="List every clean transcript (without it, more than "
+                                         f"{CLEAN_LIST_LIMIT} are one count line).")
     ] = False,
     jobs: Annotated[
         int | None, typer.Option("--jobs", "-j", min=1,
-                                 help="Worker processes [default: the number of CPU cores].")
+                                 help="Worker processes (default: the number of CPU cores; "
+                                      f"one for less than {PARALLEL_MIN_BYTES // 10**6} MB "
+                                      "of transcripts). The output does not depend on it.")
     ] = None,
 ) -> None:
     """Replay transcripts through the loop guard and show where it would warn or block.

@@ -8,7 +8,8 @@
 - Columns are sized here rather than by rich, so that no line is wider than the console.
   When the detectors do not fit as a last column, each row's detectors go on the lines under
   its name (``known_poll_no_progress``), and the name column takes the width the numbers
-  leave. Every column, the format included, stays.
+  leave. The format column always stays; only a console too narrow to leave a name 12 cells
+  (about 60 columns) loses the findings count, then the loop characters.
 """
 
 from __future__ import annotations
