@@ -1,4 +1,8 @@
-"""``loopwarden runs``: the runs recorded in a ``SQLiteStore`` file and their loop events."""
+"""``loopwarden runs``: the runs recorded in a ``SQLiteStore`` file and their loop events.
+
+The tables fit the console (80 columns when piped): long session and run ids lose their middle
+(``--json`` has them whole), and each event's message goes on the lines under its row.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, JustifyMethod
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from .events import LoopEvent
+from .report.table import fit_widths, middle_ellipsis, one_line, wrap_names
 from .stores.base import StoreError
 from .stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
 
@@ -161,42 +169,90 @@ def _print_tables(
 ) -> None:
     console = Console()
     if not summaries:
-        console.print(Text(f"No loop events recorded in {path}."))
+        console.print(Text(f"No loop events recorded in {one_line(str(path))}."))
         return
-    console.print(_runs_table(path, summaries))
+    _print_title(console, f"Runs in {path}")
+    console.print(_runs_table(summaries, console.width))
     for summary in summaries:
-        console.print(_events_table(summary, events[(summary.session, summary.run)]))
+        console.print()
+        _print_events(console, summary, events[(summary.session, summary.run)])
 
 
-def _runs_table(path: Path, summaries: list[RunSummary]) -> Table:
-    table = Table(title=Text(f"Runs in {path}"), title_justify="left")
-    table.add_column("session", overflow="fold")
-    table.add_column("run", overflow="fold")
-    table.add_column("agent", overflow="fold")
-    table.add_column("started", no_wrap=True)
-    for column in ("warn", "block", "abort"):
-        table.add_column(column, justify="right")
-    table.add_column("detectors", overflow="fold")
-    for s in summaries:
-        table.add_row(Text(s.session), Text(s.run or "-"), Text(", ".join(s.agents) or "-"),
-                      Text(_time(s.first, "%Y-%m-%d %H:%M:%S")), Text(str(s.warnings)),
-                      Text(str(s.blocks)), Text(str(s.aborts)), Text(", ".join(s.detectors)))
+def _print_title(console: Console, title: str) -> None:
+    console.print(Text(middle_ellipsis(one_line(title), console.width), style="bold"),
+                  no_wrap=True, overflow="crop")
+
+
+def _gap(natural: list[int], width: int) -> int:
+    """Cells between two columns: 2, or 1 when the columns do not fit at their widths."""
+    return 2 if sum(natural) + 2 * (len(natural) - 1) <= width else 1
+
+
+def _table(headers: list[tuple[str, JustifyMethod]], widths: list[int], gap: int) -> Table:
+    """A borderless table of ``(header, justify)`` columns at exactly ``widths``."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  padding=(0, gap - 1), collapse_padding=True)
+    for (header, justify), width in zip(headers, widths, strict=True):
+        table.add_column(header, justify=justify, width=width, no_wrap=True, overflow="crop")
     return table
 
 
-def _events_table(summary: RunSummary, events: list[LoopEvent]) -> Table:
-    title = f"session {summary.session} run {summary.run or '-'}: {len(events)} loop events"
-    table = Table(title=Text(title), title_justify="left")
-    table.add_column("time", no_wrap=True)
-    table.add_column("tool", overflow="fold")
-    table.add_column("action", no_wrap=True)
-    table.add_column("detector", overflow="fold")
-    table.add_column("count", justify="right")
-    table.add_column("message", ratio=1)
-    for e in events:
-        table.add_row(Text(_time(e.timestamp, "%H:%M:%S")), Text(e.tool), Text(e.action),
-                      Text(e.detector), Text(str(e.count)), Text(e.message))
+def _natural(headers: list[tuple[str, JustifyMethod]], rows: list[list[str]]) -> list[int]:
+    return [max([cell_len(header)] + [cell_len(row[column]) for row in rows])
+            for column, (header, _) in enumerate(headers)]
+
+
+_RUN_TABLE: list[tuple[str, JustifyMethod]] = [
+    ("session", "left"), ("run", "left"), ("agent", "left"), ("started", "left"),
+    ("warn", "right"), ("block", "right"), ("abort", "right"), ("detectors", "left")]
+_SESSION, _RUN, _AGENT, _DETECTORS = 0, 1, 2, 7
+
+
+def _runs_table(summaries: list[RunSummary], width: int) -> Table:
+    rows = [[one_line(s.session), one_line(s.run or "-"), one_line(", ".join(s.agents) or "-"),
+             _time(s.first, "%Y-%m-%d %H:%M"), str(s.warnings), str(s.blocks), str(s.aborts),
+             one_line(" ".join(s.detectors))] for s in summaries]
+    natural = _natural(_RUN_TABLE, rows)
+    gap = _gap(natural, width)
+    room = width - gap * (len(_RUN_TABLE) - 1)
+    # Detectors wrap (one name a line, then at underscores); ids and agents lose their middle.
+    widths = fit_widths(natural, room, [
+        (_DETECTORS, 15), (_RUN, 12), (_AGENT, 11), (_SESSION, 12),
+        (_RUN, 8), (_SESSION, 8), (_DETECTORS, 11), (_AGENT, 6),
+        (_DETECTORS, 1), (_RUN, 1), (_AGENT, 1), (_SESSION, 1)])
+    table = _table(_RUN_TABLE, widths, gap)
+    for row in rows:
+        cells = [middle_ellipsis(cell, widths[column]) for column, cell in enumerate(row)]
+        cells[_DETECTORS] = wrap_names(row[_DETECTORS], widths[_DETECTORS])
+        table.add_row(*(Text(cell) for cell in cells))
     return table
+
+
+_EVENT_TABLE: list[tuple[str, JustifyMethod]] = [
+    ("time", "left"), ("action", "left"), ("count", "right"), ("detector", "left"),
+    ("tool", "left")]
+_EVENT_DETECTOR, _TOOL = 3, 4
+
+
+def _print_events(console: Console, summary: RunSummary, events: list[LoopEvent]) -> None:
+    """The run's events as a table whose rows each carry their message on the lines below."""
+    _print_title(console, f"session {summary.session} run {summary.run or '-'}: "
+                          f"{len(events)} loop events")
+    rows = [[_time(e.timestamp, "%H:%M:%S"), one_line(e.action), str(e.count),
+             one_line(e.detector), one_line(e.tool)] for e in events]
+    natural = _natural(_EVENT_TABLE, rows)
+    gap = _gap(natural, console.width)
+    room = console.width - gap * (len(_EVENT_TABLE) - 1)
+    widths = fit_widths(natural, room,
+                        [(_TOOL, 12), (_EVENT_DETECTOR, 12), (_TOOL, 1), (_EVENT_DETECTOR, 1)])
+    console.print(_table(_EVENT_TABLE, widths, gap))  # the header; then a table per event
+    for event, row in zip(events, rows, strict=True):
+        table = _table(_EVENT_TABLE, widths, gap)
+        table.show_header = False
+        table.add_row(*(Text(middle_ellipsis(cell, widths[column]))
+                        for column, cell in enumerate(row)))
+        console.print(table)
+        console.print(Padding(Text(one_line(event.message), style="dim"), (0, 0, 0, 2)))
 
 
 def _time(epoch_ms: int, fmt: str) -> str:

@@ -1,12 +1,20 @@
 """``loopwarden scan`` and ``loopwarden eval``: replay saved transcripts through the guard.
 
+``scan``'s table is laid out by :mod:`loopwarden.report.table`; ``--only-findings`` and
+``--sort`` apply to the table and to the ``--json`` file list alike (its totals always count
+every scanned transcript), while the clean-file count line (``--all``) is the table's only.
+
 matplotlib is imported only for ``scan --html``, so this module loads without the ``report``
 extra.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -36,7 +43,16 @@ from .evaluation import (
     markdown_table,
 )
 from .report._text import json_text, printable
-from .report.scan import FileScan, scan_file
+from .report.scan import FileScan, scanning
+from .report.table import (
+    CLEAN_LIST_LIMIT,
+    SORTS,
+    STDIN,
+    Row,
+    ShownNames,
+    print_scan_table,
+    sort_rows,
+)
 from .transcripts import FORMATS, ReadProblem, iter_transcript_files
 
 if TYPE_CHECKING:
@@ -46,6 +62,10 @@ __all__ = ["check_paths_exist", "register", "resolve_config"]
 
 #: Below this many files a progress bar would only flicker.
 PROGRESS_MIN_FILES = 10
+
+#: Without ``--jobs``, less transcript data than this is scanned in one process: starting
+#: workers would cost more than they save.
+PARALLEL_MIN_BYTES = 4_000_000
 
 
 def _one_of(choices: Sequence[str]) -> Callable[[str | None], str | None]:
@@ -166,7 +186,8 @@ def _progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
 
 
 def scan(
-    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders (recursive).")],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Transcript files or folders (recursive); - reads one transcript from stdin.")],
     config_path: _ConfigOption = None,
     agent: _AgentOption = None,
     preset: _PresetOption = None,
@@ -182,6 +203,24 @@ def scan(
         str, typer.Option("--fail-on", callback=_one_of(["never", "warn", "block"]),
                           help="never | warn | block: exit 1 when a transcript has a finding/block.")
     ] = "never",
+    only_findings: Annotated[
+        bool, typer.Option("--only-findings", help="List only transcripts with findings.")
+    ] = False,
+    sort: Annotated[
+        str, typer.Option("--sort", callback=_one_of(SORTS),
+                          help="name (the order scanned: arguments as given, files by path) | "
+                               "waste (most calls inside loops first) | calls (longest first).")
+    ] = "name",
+    list_all: Annotated[
+        bool, typer.Option("--all", help="List every clean transcript (without it, more than "
+                                         f"{CLEAN_LIST_LIMIT} are one count line).")
+    ] = False,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1,
+                                 help="Worker processes (default: the number of CPU cores; "
+                                      f"one for less than {PARALLEL_MIN_BYTES // 10**6} MB "
+                                      "of transcripts). The output does not depend on it.")
+    ] = None,
 ) -> None:
     """Replay transcripts through the loop guard and show where it would warn or block.
 
@@ -189,16 +228,19 @@ def scan(
     errors (a missing path, a bad config, no argument that could be scanned).
     """
     config = _config_or_exit(config_path, agent, preset)
-    check_paths_exist(paths)
+    check_paths_exist([path for path in paths if str(path) != STDIN])
     report = _html_report(config) if html is not None else None
-    outcome = _scan_all(paths, config, format, report)
+    with _stdin_copy(paths) as stdin_file:
+        outcome = _scan_all(paths, config, format, report, jobs, stdin_file)
     if report is not None and html is not None:
         _write_html(report, html)
+    rows = sort_rows([row for row in outcome.rows if row.scan.findings or not only_findings],
+                     sort)
     if as_json:
-        typer.echo(json_text(_scan_json(outcome.scans, outcome.skipped, config), indent=2))
+        typer.echo(json_text(_scan_json(outcome, [row.scan for row in rows], config), indent=2))
         _print_skipped([skip for skip in outcome.skipped if _loud(skip)], summary=False)
     else:
-        _print_scan(outcome.scans, outcome.skipped)
+        _print_scan(paths, outcome, rows, list_all)
     if outcome.nothing_usable:
         _fail("nothing to scan: no argument is a transcript or a folder that can be listed")
     if _failed(outcome.scans, fail_on):
@@ -237,35 +279,104 @@ _QUIET_REASONS = frozenset({"not a recognised transcript format", "empty file"})
 
 @dataclass(frozen=True, slots=True)
 class ScanOutcome:
-    scans: list[FileScan]
+    rows: list[Row]  # every scanned transcript, in the order scanned, with its shown name
     skipped: list[Skipped]
     nothing_usable: bool  # no argument was a folder that could be listed or a transcript
 
+    @property
+    def scans(self) -> list[FileScan]:
+        return [row.scan for row in self.rows]
+
+
+@contextmanager
+def _stdin_copy(paths: Sequence[Path]) -> Iterator[Path | None]:
+    """Standard input copied to a temporary file when ``-`` is an argument: the readers and
+    the format sniffer take files, and a pipe can be read only once."""
+    if not any(str(path) == STDIN for path in paths):
+        yield None
+        return
+    handle, name = tempfile.mkstemp(prefix="loopwarden-stdin-")
+    try:
+        with os.fdopen(handle, "wb") as copy:
+            if sys.stdin is not None:
+                shutil.copyfileobj(sys.stdin.buffer, copy)
+        yield Path(name)
+    finally:
+        os.unlink(name)
+
 
 def _scan_all(paths: Sequence[Path], config: LoopDetectionConfig, format: str,
-              report: HtmlReport | None) -> ScanOutcome:
+              report: HtmlReport | None, jobs: int | None = None,
+              stdin_file: Path | None = None) -> ScanOutcome:
     """Scan file by file; only each file's summary outlives its scan (bounded memory)."""
-    folders = [path for path in paths if os.path.isdir(path.expanduser())]
-    named = {_real(path) for path in paths if path not in folders}
+    arguments = [stdin_file if stdin_file is not None and str(path) == STDIN else path
+                 for path in paths]
+    folders = [path for path in arguments if os.path.isdir(path.expanduser())]
+    named = {_real(path) for path in arguments if path not in folders}
     skipped: list[Skipped] = []
     listable = [folder for folder in folders if _listable(folder, skipped)]
     walked: list[ReadProblem] = []
-    files = list(iter_transcript_files([p for p in paths if p not in folders or p in listable],
-                                       on_problem=walked.append))
+    files = _walk([p if p not in folders or p in listable else None for p in arguments],
+                  walked.append)
     skipped.extend(Skipped(problem.path, problem.message, False) for problem in walked)
-    scans: list[FileScan] = []
-    with _progress(len(files), "scanning") as advance:
-        for path in files:
-            result = scan_file(path, config, format=format)
+    names = ShownNames([str(path) for path in paths])
+    rows: list[Row] = []
+    workers = jobs if jobs is not None else _default_jobs([path for path, _ in files])
+    with scanning([path for path, _ in files], config, format=format, jobs=workers,
+                  keep_traces=report is not None) as results, \
+            _progress(len(files), "scanning") as advance:
+        for (path, argument), result in zip(files, results, strict=True):
             advance(path.name)
+            if stdin_file is not None and path == stdin_file:
+                result = _from_stdin(result)
             if result.format is None:
                 reason = result.problems[0].message if result.problems else "not read"
-                skipped.append(Skipped(str(path), reason, _real(path) in named))
+                skipped.append(Skipped(result.path, reason, _real(path) in named))
                 continue
             if report is not None:
                 report.add(result)
-            scans.append(result.without_trace())
-    return ScanOutcome(scans, skipped, nothing_usable=not listable and not scans)
+            rows.append(Row(names.name(result.path, argument), result.without_trace()))
+    return ScanOutcome(rows, skipped, nothing_usable=not listable and not rows)
+
+
+def _walk(arguments: Sequence[Path | None],
+          on_problem: Callable[[ReadProblem], None]) -> list[tuple[Path, int]]:
+    """The files to scan, each with the index of the argument it was found under (None: an
+    argument not to walk); a file found twice is scanned once, as by iter_transcript_files."""
+    seen: set[str] = set()
+    files: list[tuple[Path, int]] = []
+    for index, argument in enumerate(arguments):
+        if argument is None:
+            continue
+        for path in iter_transcript_files([argument], on_problem=on_problem):
+            key = os.path.realpath(path)
+            if key not in seen:
+                seen.add(key)
+                files.append((path, index))
+    return files
+
+
+def _default_jobs(files: Sequence[Path]) -> int:
+    """The number of cores, for scans big enough to gain from more than one process."""
+    cores = os.cpu_count() or 1
+    if cores == 1 or len(files) < 2:
+        return 1
+    total = 0
+    for path in files:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            continue  # scanning reports it
+        if total >= PARALLEL_MIN_BYTES:
+            return cores
+    return 1
+
+
+def _from_stdin(result: FileScan) -> FileScan:
+    """The scan of standard input's copy, named ``-`` as on the command line."""
+    result.path = STDIN
+    result.problems = [dataclasses.replace(problem, path=STDIN) for problem in result.problems]
+    return result
 
 
 def _real(path: Path) -> str:
@@ -287,15 +398,17 @@ def _failed(scans: Sequence[FileScan], fail_on: str) -> bool:
     return fail_on == "warn" and any(scan.findings for scan in scans)
 
 
-def _scan_json(scans: Sequence[FileScan], skipped: Sequence[Skipped],
+def _scan_json(outcome: ScanOutcome, listed: Sequence[FileScan],
                config: LoopDetectionConfig) -> dict[str, Any]:
+    """``listed`` are the files to show (``--only-findings``, ``--sort``); totals count all."""
+    skipped = outcome.skipped
     return {
-        "files": [scan.to_json() for scan in scans],
+        "files": [scan.to_json() for scan in listed],
         "skipped": [skip.path for skip in skipped],
         "skip_reasons": [{"path": skip.path, "reason": skip.reason, "explicit": skip.explicit}
                          for skip in skipped],
         "config": _settings(config),
-        "totals": _totals(scans),
+        "totals": _totals(outcome.scans),
     }
 
 
@@ -311,68 +424,18 @@ def _totals(scans: Sequence[FileScan]) -> dict[str, int]:
     }
 
 
-def _common_root(scans: Sequence[FileScan]) -> str | None:
-    """The folder all scanned files share, so that rows can show short relative names."""
-    try:
-        root = os.path.commonpath([os.path.dirname(os.path.abspath(s.path)) for s in scans])
-    except ValueError:  # no files, or paths on different drives
-        return None
-    return root
-
-
-def _display_path(path: str, root: str | None) -> str:
-    if root is None:
-        return path
-    return os.path.relpath(os.path.abspath(path), root)
-
-
-def _print_scan(scans: Sequence[FileScan], skipped: Sequence[Skipped]) -> None:
+def _print_scan(paths: Sequence[Path], outcome: ScanOutcome, rows: Sequence[Row],
+                list_all: bool) -> None:
     console = Console()
-    root = _common_root(scans)
-    shown_root = os.path.relpath(root) if root is not None else ""
-    table = Table(title=Text(printable(f"loopwarden scan: {shown_root}" if root
-                                       else "loopwarden scan")),
-                  title_justify="left", caption=_CAPTION, caption_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    wide = console.width >= _WIDE
-    for name in _COLUMNS if wide else _NARROW_COLUMNS:
-        numeric = name not in _TEXT_COLUMNS
-        table.add_column(name, justify="right" if numeric else "left", no_wrap=numeric,
-                         overflow="fold", min_width=_MIN_WIDTHS.get(name))
-    for scan in scans:
-        style = "red" if scan.first("block") else ("yellow" if scan.findings else "")
-        detectors = Text(" ".join(sorted({f.detector for f in scan.findings})))
-        cells: list[Text | str] = [Text(printable(_display_path(scan.path, root))),
-                 Text(scan.format or "?"), str(scan.calls),
-                 str(len(scan.findings)), _call_number(scan, "warn"),
-                 _call_number(scan, "block"), detectors, str(scan.loop_calls),
-                 f"{scan.loop_chars:,}"]
-        if not wide:
-            del cells[1]
-        table.add_row(*cells, style=style)
-    console.print(table)
-    totals = _totals(scans)
+    title = "loopwarden scan: " + ", ".join(str(path) for path in paths)
+    print_scan_table(console, title, rows, list_clean=list_all)
+    totals = _totals(outcome.scans)
     console.print(Text(
         f"{totals['files']} transcripts, {totals['calls']} calls: "
         f"{totals['files_with_findings']} with findings ({totals['files_blocked']} blocked); "
         f"{totals['loop_calls']} calls and {totals['loop_chars']:,} characters of tool output "
         "inside loops."))
-    _print_problems(scans, skipped)
-
-
-_COLUMNS = ("transcript", "format", "calls", "findings", "first\nwarning", "first\nblock",
-            "detectors", "loop\ncalls", "loop\nchars")
-_NARROW_COLUMNS = tuple(name for name in _COLUMNS if name != "format")
-_TEXT_COLUMNS = frozenset({"transcript", "format", "detectors"})
-_MIN_WIDTHS = {"transcript": 14, "detectors": 12}
-_WIDE = 110  # narrower consoles drop the format column
-_CAPTION = ("first warning/block: call # (0-based). loop calls/chars: calls, and characters of "
-            "tool output, from a loop's first finding to its end.")
-
-
-def _call_number(scan: FileScan, action: str) -> str:
-    finding = scan.first(action)
-    return "" if finding is None else f"#{finding.index}"
+    _print_problems(outcome.scans, outcome.skipped)
 
 
 def _print_problems(scans: Sequence[FileScan], skipped: Sequence[Skipped]) -> None:

@@ -18,7 +18,11 @@ Loop spans (what "calls and characters spent inside loops" counts):
 
 from __future__ import annotations
 
+import functools
+import signal
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,7 @@ __all__ = [
     "loop_spans",
     "output_chars",
     "scan_file",
+    "scanning",
 ]
 
 #: Other calls tolerated in a row between two calls of one loop pattern.
@@ -277,3 +282,45 @@ def scan_file(
         problems=problems,
         trace=trace,
     )
+
+
+def _scan_task(path: Path, config: LoopDetectionConfig | None, format: str,
+               keep_trace: bool) -> FileScan:
+    result = scan_file(path, config, format=format)
+    return result if keep_trace else result.without_trace()
+
+
+def _ignore_interrupts() -> None:
+    """Worker set-up: Ctrl-C is the parent's to handle, not every worker's to print."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _chunk_size(files: int, jobs: int) -> int:
+    # About eight chunks per worker: few enough to keep the pickling overhead low, enough that
+    # one long transcript in a chunk does not leave the other workers idle at the end.
+    return max(1, min(16, files // (jobs * 8)))
+
+
+@contextmanager
+def scanning(paths: Sequence[Path], config: LoopDetectionConfig | None = None, *,
+             format: str = "auto", jobs: int = 1,
+             keep_traces: bool = True) -> Iterator[Iterator[FileScan]]:
+    """:func:`scan_file` over ``paths``: the scans, in the order of ``paths``.
+
+    With ``jobs > 1`` (and two files or more) a pool of ``jobs`` worker processes scans the
+    files in chunks; each scan is the same as a serial one, and they come back in the same
+    order. The work is handed out on entry, before the caller starts threads of its own (a
+    progress bar), so workers are never forked from a process running them. ``keep_traces``
+    False drops each scan's per-call trace (in the worker, so it is never sent back).
+    """
+    task = functools.partial(_scan_task, config=config, format=format, keep_trace=keep_traces)
+    if jobs <= 1 or len(paths) < 2:
+        yield (task(path) for path in paths)
+        return
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(paths)), initializer=_ignore_interrupts)
+    try:
+        yield pool.map(task, paths, chunksize=_chunk_size(len(paths), jobs))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
