@@ -455,6 +455,54 @@ def test_title_legend_and_labels_stay_inside_the_figure(tmp_path: Path) -> None:
             assert not first.overlaps(second)  # "warn #N" and "block #M" are both readable
 
 
+# -- plots drawn in a worker while the scan goes on ------------------------------------------
+
+
+def _images(page: str) -> list[str]:
+    return _parse(page).images
+
+
+def test_background_plots_are_the_same_as_foreground_plots(triage_dir: Path) -> None:
+    pages = []
+    for background in (False, True):
+        report = HtmlReport(background=background)
+        if background and sys.platform == "linux" and (os.cpu_count() or 1) > 1:
+            assert report._plotter._pool is not None  # a worker really drew these
+        for path in iter_transcript_files([triage_dir]):
+            report.add(scan_file(path, ENABLED, keep_outputs=True))
+        pages.append(report.render())
+    assert _images(pages[0]) == _images(pages[1]) and len(_images(pages[0])) == 2
+
+
+_KILLED_WORKER = """
+import os, signal, sys
+from pathlib import Path
+from loopwarden import LoopDetectionConfig
+from loopwarden.report import scan_file
+from loopwarden.report.plotter import Plotter
+plotter = Plotter(background=True)
+pool = plotter._pool
+assert pool is not None, "no worker"
+pool.submit(int).result()  # the worker is up
+for pid in list(pool._processes):
+    os.kill(pid, signal.SIGKILL)
+scan = scan_file(Path(sys.argv[1]), LoopDetectionConfig(enabled=True))
+svg = plotter.svg(plotter.submit(scan))
+plotter.close()
+print("svg" if svg.lstrip().startswith("<?xml") and "<svg" in svg else "no svg")
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or (os.cpu_count() or 1) < 2,
+                    reason="the plot worker runs on Linux with two cores or more")
+def test_a_killed_plot_worker_falls_back_to_drawing_here(triage_dir: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _KILLED_WORKER,
+                           str(triage_dir / "agents" / "small-loop.jsonl")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "svg"
+
+
 # -- budget on the corpus --------------------------------------------------------------------
 
 

@@ -240,7 +240,8 @@ def _html_report(config: LoopDetectionConfig, tokenizer: str,
         tokens = token_estimator(tokenizer)
     except TokenizerError as exc:  # before the scan: a long scan must not end in this error
         _fail(str(exc))
-    return HtmlReport(settings=_settings(config), tokens=tokens, price_per_mtok=price_per_mtok)
+    return HtmlReport(settings=_settings(config), tokens=tokens, price_per_mtok=price_per_mtok,
+                      background=True)
 
 
 @dataclass(frozen=True, slots=True)

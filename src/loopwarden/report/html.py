@@ -30,6 +30,7 @@ from .. import __version__
 from ..findings import Finding
 from ._text import printable
 from .loops import LoopReport, loop_reports
+from .plotter import Plotter
 from .scan import FileScan, covered_ranges
 from .tokens import CharsEstimate, TokenEstimate
 
@@ -80,7 +81,7 @@ dl.glossary { margin: 4px 0; display: grid; grid-template-columns: minmax(10em, 
 dl.glossary dt { font-weight: 600; } dl.glossary dd { margin: 0; color: #333; }
 details > summary { cursor: pointer; font-weight: 600; margin: 8px 0; }
 .problems { color: #8a4b00; font-size: 12px; overflow-wrap: anywhere; }
-table.calls td.args { width: 40%; } table.calls td.result { width: 52%; }
+table.calls td.args { width: 36%; } table.calls td.result { width: 50%; }
 @media (max-width: 720px) {
   main { padding: 12px 12px 32px; }
   table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; width: auto; }
@@ -121,7 +122,7 @@ class _Flagged:
     scan: FileScan
     loops: list[LoopReport]
     tokens: int | None
-    svg: str | None
+    plot: int | None  # the Plotter's ticket for the timeline
 
     @property
     def waste(self) -> tuple[int, int, int]:
@@ -132,18 +133,21 @@ class HtmlReport:
     """Collects scanned files (plotting those with findings as they arrive) into one page.
 
     ``tokens`` estimates the tokens of tool output inside loops (default: characters / 4);
-    ``price_per_mtok`` (money per million tokens) adds a cost column.
+    ``price_per_mtok`` (money per million tokens) adds a cost column. ``background`` draws
+    the timelines in a worker process while the caller goes on scanning (the page is the
+    same; see :mod:`loopwarden.report.plotter`).
     """
 
     def __init__(self, *, title: str = "loopwarden scan",
                  settings: Mapping[str, object] | None = None, plots: bool = True,
                  tokens: TokenEstimate | None = None,
-                 price_per_mtok: float | None = None) -> None:
+                 price_per_mtok: float | None = None, background: bool = False) -> None:
         self.title = title
         self.settings = dict(settings or {})
         self.plots = plots
         self.tokens: TokenEstimate = tokens if tokens is not None else CharsEstimate()
         self.price_per_mtok = price_per_mtok
+        self._plotter = Plotter(background=background)
         self._flagged: list[_Flagged] = []
         self._clean: list[FileScan] = []
 
@@ -155,15 +159,15 @@ class HtmlReport:
         trace = scan.trace
         tokens = None if trace is None else self.tokens.tokens(trace, covered_ranges(scan.spans))
         loops = loop_reports(scan, self.tokens)
-        svg = None
+        plot = None
         if self.plots and trace is not None and scan.calls:
-            from .timeline import timeline_svg  # matplotlib only once there is a plot to draw
-
-            svg = timeline_svg(scan)
-        self._flagged.append(_Flagged(scan.without_trace(), loops, tokens, svg))
+            plot = self._plotter.submit(scan)
+        self._flagged.append(_Flagged(scan.without_trace(), loops, tokens, plot))
 
     def render(self) -> str:
-        page = _Page(self)
+        svgs = {f.plot: self._plotter.svg(f.plot) for f in self._flagged if f.plot is not None}
+        self._plotter.close()
+        page = _Page(self, svgs)
         # Transcripts and file names may carry lone surrogates, which UTF-8 cannot encode.
         return printable(page.render())
 
@@ -187,8 +191,9 @@ def render_html(scans: Iterable[FileScan], *, title: str = "loopwarden scan",
 class _Page:
     """One rendering of a report: ranks files and loops, numbers their anchors."""
 
-    def __init__(self, report: HtmlReport) -> None:
+    def __init__(self, report: HtmlReport, svgs: Mapping[int, str]) -> None:
         self.report = report
+        self.svgs = svgs
         self.flagged = sorted(report._flagged, key=lambda f: f.waste, reverse=True)
         self.clean = report._clean
         ranked = [(file, loop) for file in self.flagged for loop in file.loops]
@@ -362,9 +367,9 @@ class _Page:
                  f'<h3 title="{escape(scan.path)}">{self._path(scan.path)} '
                  f"{_status_badge(scan)}</h3>",
                  f'<p class="meta">{self._file_meta(file)}</p>']
-        if file.svg is not None:
+        if file.plot is not None:
             # An <img>, not inline SVG: the figure's ids and styles stay out of the page.
-            data = base64.b64encode(file.svg.encode("utf-8")).decode("ascii")
+            data = base64.b64encode(self.svgs[file.plot].encode("utf-8")).decode("ascii")
             alt = f"timeline of {scan.path}"
             # On a phone the plot keeps a legible width and scrolls inside its box.
             parts.append(f'<div class="plot"><img class="timeline" alt="{escape(alt)}" '
