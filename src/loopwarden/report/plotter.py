@@ -7,8 +7,10 @@ a second core the report then costs little more wall-clock time than the scan.
 The worker is forked when the plotter is made, before the scan starts any thread (a fork of a
 threaded process may deadlock) and before it holds any transcript; it imports matplotlib at
 once, in parallel with the scan. Forking costs no second import of loopwarden, which spawning
-would. So the worker runs only where fork is dependable (Linux), with more than one core, and
-only if this process has no other thread yet; anywhere else plots are drawn here. The worker
+would. So the worker runs only where fork is dependable (Linux), only if this process has no
+other thread yet, and only when a core is free (the load average is below the number of cores
+minus one: on a machine whose cores are all busy, a second process only splits our share of
+them, and drawing here is quicker); anywhere else plots are drawn here. The worker
 gets plain data (no live objects) and returns the SVG text; whenever it cannot be started or
 fails, the plot is drawn here instead, so the page is the same either way.
 """
@@ -109,8 +111,15 @@ class Plotter:
 
 
 def _can_fork() -> bool:
-    return (sys.platform == "linux" and (os.cpu_count() or 1) > 1
-            and threading.active_count() == 1)
+    return sys.platform == "linux" and threading.active_count() == 1 and _spare_core()
+
+
+def _spare_core() -> bool:
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not known here
+        return False
+    return load < (os.cpu_count() or 1) - 1
 
 
 def _warm() -> None:
