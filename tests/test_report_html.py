@@ -61,18 +61,18 @@ def test_report_is_self_contained(report_html: str) -> None:
     assert not [url for url in links.urls if re.match(r"(?i)\s*(https?:)?//", url)]
     assert links.external_tags == []
     assert not re.search(r"(?i)@import|url\(\s*['\"]?(https?:)?//", report_html)
-    assert all(src.startswith("data:image/png;base64,") for src in links.images)
+    assert all(src.startswith("data:image/svg+xml;base64,") for src in links.images)
 
 
 def test_report_has_a_timeline_and_findings_per_transcript(report_html: str) -> None:
     links = _Links()
     links.feed(report_html)
-    assert len(links.images) == 4  # one timeline per example transcript
+    assert len(links.images) == 3  # one timeline per example transcript with findings
     for name in ("poll-loop.openclaw.jsonl", "ping-pong.jsonl", "unknown-tool.openai.json",
                  "healthy.jsonl"):
         assert name in report_html
     assert "known_poll_no_progress" in report_html and "unknown_tool_repeat" in report_html
-    assert report_html.count("<section") == 4
+    assert report_html.count("<article") == 3  # healthy.jsonl is in the folded clean list
 
 
 def test_report_escapes_transcript_text(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_scan_cli_writes_the_html_report(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     result = CliRunner().invoke(app, ["scan", str(EXAMPLES), "--html", str(out), "--json"])
     assert result.exit_code == 0, result.output
-    assert out.is_file() and out.read_text().count("data:image/png;base64,") == 4
+    assert out.is_file() and out.read_text().count("data:image/svg+xml;base64,") == 3
     assert '"files"' in result.stdout  # --json still prints the JSON on stdout
 
 

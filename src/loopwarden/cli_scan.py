@@ -199,6 +199,16 @@ def scan(
     html: Annotated[
         Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")
     ] = None,
+    tokenizer: Annotated[
+        str, typer.Option("--tokenizer",
+                          help="HTML report: estimate tokens of tool output inside loops as "
+                               "chars (characters / 4) | tiktoken | tiktoken:ENCODING.")
+    ] = "chars",
+    price_per_mtok: Annotated[
+        float | None, typer.Option("--price-per-mtok", min=0.0,
+                                   help="HTML report: price per million tokens, to show the "
+                                        "loops' estimated cost.")
+    ] = None,
     fail_on: Annotated[
         str, typer.Option("--fail-on", callback=_one_of(["never", "warn", "block"]),
                           help="never | warn | block: exit 1 when a transcript has a finding/block.")
@@ -229,7 +239,9 @@ def scan(
     """
     config = _config_or_exit(config_path, agent, preset)
     check_paths_exist([path for path in paths if str(path) != STDIN])
-    report = _html_report(config) if html is not None else None
+    report = _html_report(config, tokenizer, price_per_mtok) if html is not None else None
+    if html is None and (tokenizer != "chars" or price_per_mtok is not None):
+        _note("--tokenizer and --price-per-mtok only change the --html report")
     with _stdin_copy(paths) as stdin_file:
         outcome = _scan_all(paths, config, format, report, jobs, stdin_file)
     if report is not None and html is not None:
@@ -255,12 +267,23 @@ def _write_html(report: HtmlReport, path: Path) -> None:
     _stderr().print(Text(f"wrote {printable(str(path))}"), soft_wrap=True)
 
 
-def _html_report(config: LoopDetectionConfig) -> HtmlReport:
+def _html_report(config: LoopDetectionConfig, tokenizer: str,
+                 price_per_mtok: float | None) -> HtmlReport:
+    import importlib.util
+
+    # matplotlib (the optional "report" extra) is imported only when a plot is drawn; check
+    # now that it is there, so that a long scan does not end in this error.
+    if importlib.util.find_spec("matplotlib") is None:
+        _fail("--html needs matplotlib; install loopwarden[report]")
+    from .report.html import HtmlReport
+    from .report.tokens import TokenizerError, token_estimator
+
     try:
-        from .report.html import HtmlReport
-    except ImportError as exc:  # matplotlib is the optional "report" extra
-        _fail(f"--html needs matplotlib ({exc}); install loopwarden[report]")
-    return HtmlReport(settings=_settings(config))
+        tokens = token_estimator(tokenizer)
+    except TokenizerError as exc:  # before the scan: a long scan must not end in this error
+        _fail(str(exc))
+    return HtmlReport(settings=_settings(config), tokens=tokens, price_per_mtok=price_per_mtok,
+                      background=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,9 +38,13 @@ __all__ = [
     "MAX_GAP",
     "CallTrace",
     "FileScan",
+    "LoopGroup",
     "LoopSpan",
+    "covered_ranges",
+    "loop_groups",
     "loop_spans",
     "output_chars",
+    "output_text",
     "scan_file",
     "scanning",
 ]
@@ -68,6 +72,21 @@ def output_chars(result: Any, error: Any = None) -> int:
     return len(json_bytes(result))
 
 
+def output_text(result: Any, error: Any = None) -> str:
+    """The tool output a call fed back to the model, as text (what :func:`output_chars`
+    counts; MCP-style content parts are joined by newlines)."""
+    if result is MISSING or result is None:
+        return "" if error is None or error is MISSING else str(error)
+    if isinstance(result, str):
+        return result
+    if isinstance(result, Mapping):
+        content = result.get("content")
+        if isinstance(content, list):
+            return "\n".join(part["text"] for part in content
+                             if isinstance(part, Mapping) and isinstance(part.get("text"), str))
+    return json_bytes(result).decode("utf-8", "replace")  # (as output_chars: never crashes)
+
+
 @dataclass(slots=True)
 class CallTrace:
     """The little a report needs per call, collected while the calls stream into replay."""
@@ -76,15 +95,28 @@ class CallTrace:
     runs: list[str | None] = field(default_factory=list)
     chars: list[int] = field(default_factory=list)
     args: list[Any] = field(default_factory=list)
+    #: Each call's (result, error) when kept (``scan_file(keep_outputs=True)``): a report
+    #: quotes the looping calls' output and may tokenize it. Off by default, since it keeps a
+    #: whole transcript's results alive.
+    outputs: list[tuple[Any, Any]] | None = None
     _keys: dict[int, str] = field(default_factory=dict)
 
     def observe(self, calls: Iterable[ToolCall]) -> Iterator[ToolCall]:
+        outputs = self.outputs
         for call in calls:
             self.tools.append(call.tool_name)
             self.runs.append(call.run_id)
             self.chars.append(output_chars(call.result, call.error))
             self.args.append(call.args)
+            if outputs is not None:
+                outputs.append((call.result, call.error))
             yield call
+
+    def output(self, index: int) -> str | None:
+        """Call ``index``'s output text, or None when outputs were not kept."""
+        if self.outputs is None:
+            return None
+        return output_text(*self.outputs[index])
 
     def __len__(self) -> int:
         return len(self.tools)
@@ -135,23 +167,43 @@ class _OpenSpan:
     pattern: _Pattern
 
 
+@dataclass(frozen=True, slots=True)
+class LoopGroup:
+    """A loop span with what it is made of: the findings it owns (the one that opened it and
+    those on its later calls) and the calls that match its pattern (``members``; the span may
+    also hold up to :data:`MAX_GAP` other calls in a row between them)."""
+
+    span: LoopSpan
+    findings: tuple[Finding, ...]
+    members: tuple[int, ...]
+
+
 def loop_spans(trace: CallTrace, findings: Sequence[Finding]) -> list[LoopSpan]:
     """The loop spans of a replayed transcript (see the module doc for the definition)."""
-    spans: list[_OpenSpan] = []
+    return [group.span for group in loop_groups(trace, findings)]
+
+
+def loop_groups(trace: CallTrace, findings: Sequence[Finding]) -> list[LoopGroup]:
+    """:func:`loop_spans`, each with its findings and pattern calls (for reports)."""
+    spans: list[tuple[_OpenSpan, list[Finding]]] = []
     for finding in sorted(findings, key=lambda f: f.index):
         index = finding.index
         if index >= len(trace):
             continue
-        owner = next((s for s in reversed(spans)
-                      if s.start <= index <= s.end and s.pattern.matches(trace, index)), None)
+        owner = next((pair for pair in reversed(spans)
+                      if pair[0].start <= index <= pair[0].end
+                      and pair[0].pattern.matches(trace, index)), None)
         if owner is not None:
             if finding.level == "critical":
-                owner.level = "critical"
+                owner[0].level = "critical"
+            owner[1].append(finding)
             continue
         span = _open_span(trace, finding)
         span.end = _extend(trace, span)
-        spans.append(span)
-    return [LoopSpan(s.start, s.end, s.detector, s.tool, s.level) for s in spans]
+        spans.append((span, [finding]))
+    return [LoopGroup(LoopSpan(s.start, s.end, s.detector, s.tool, s.level), tuple(owned),
+                      tuple(i for i in range(s.start, s.end + 1) if s.pattern.matches(trace, i)))
+            for s, owned in spans]
 
 
 def _open_span(trace: CallTrace, finding: Finding) -> _OpenSpan:
@@ -182,7 +234,7 @@ def _extend(trace: CallTrace, span: _OpenSpan) -> int:
     return last
 
 
-def _covered(spans: Sequence[LoopSpan]) -> list[tuple[int, int]]:
+def covered_ranges(spans: Sequence[LoopSpan]) -> list[tuple[int, int]]:
     """Spans merged into disjoint inclusive ranges."""
     merged: list[tuple[int, int]] = []
     for start, end in sorted((s.start, s.end) for s in spans):
@@ -250,11 +302,13 @@ def scan_file(
     *,
     profiles: object = None,
     format: str = "auto",
+    keep_outputs: bool = False,
 ) -> FileScan:
     """Replay one transcript through the guard, streaming; never raises for a bad file.
 
     Anything but a regular file (a FIFO, a device, a dangling link) is not opened: its scan
-    has no format and one problem saying what it is.
+    has no format and one problem saying what it is. ``keep_outputs`` keeps every call's
+    result in the trace, for a report that quotes them (see :attr:`CallTrace.outputs`).
     """
     path = Path(path)
     problems: list[ReadProblem] = []
@@ -265,11 +319,11 @@ def scan_file(
                         loop_calls=0, loop_chars=0, output_chars=0, problems=problems,
                         trace=CallTrace())
     name = detect_format(path) if format == "auto" else format
-    trace = CallTrace()
+    trace = CallTrace(outputs=[] if keep_outputs else None)
     calls = read_transcript(path, name or "auto", on_problem=problems.append)
     findings = replay(trace.observe(calls), config, profiles)
     spans = loop_spans(trace, findings)
-    covered = _covered(spans)
+    covered = covered_ranges(spans)
     return FileScan(
         path=str(path),
         format=name,
@@ -286,7 +340,7 @@ def scan_file(
 
 def _scan_task(path: Path, config: LoopDetectionConfig | None, format: str,
                keep_trace: bool) -> FileScan:
-    result = scan_file(path, config, format=format)
+    result = scan_file(path, config, format=format, keep_outputs=keep_trace)
     return result if keep_trace else result.without_trace()
 
 
@@ -311,7 +365,8 @@ def scanning(paths: Sequence[Path], config: LoopDetectionConfig | None = None, *
     files in chunks; each scan is the same as a serial one, and they come back in the same
     order. The work is handed out on entry, before the caller starts threads of its own (a
     progress bar), so workers are never forked from a process running them. ``keep_traces``
-    False drops each scan's per-call trace (in the worker, so it is never sent back).
+    keeps each scan's per-call trace and outputs (for a report); False drops the trace in the
+    worker, so it is never sent back.
     """
     task = functools.partial(_scan_task, config=config, format=format, keep_trace=keep_traces)
     if jobs <= 1 or len(paths) < 2:
