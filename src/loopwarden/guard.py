@@ -7,18 +7,16 @@ transaction, so a Redis retry never re-hashes and the lock is held only for dete
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from ._text import log_text, optional_id, text_id
 from .compaction import CompactionLoopPersistedError, PostCompactionGuard
-from .config import LoopDetectionConfig
 from .detectors import Detection, Prospect
 from .engine import LoopDetector
 from .errors import LoopwardenError
@@ -29,6 +27,9 @@ from .learning import Leaves, learn, learned_for, learned_hash
 from .stores.base import Store
 from .stores.memory import MemoryStore
 from .types import MISSING, ToolCall
+
+if TYPE_CHECKING:
+    from .config import LoopDetectionConfig  # only the engine loads it, and only when needed
 
 __all__ = [
     "BatchAdmission",
@@ -724,7 +725,7 @@ class LoopGuard:
             if atransact is not None:
                 step = await cast(Callable[..., Awaitable[T]], atransact)(session, fn)
             else:
-                step = await asyncio.to_thread(store.transact, session, fn)
+                step = await _to_thread(store.transact, session, fn)
         except Exception as exc:
             return self._store_failed(exc, fallback)
         self._store_ok()
@@ -775,7 +776,7 @@ class LoopGuard:
                 if arecord is not None:
                     await arecord(step.events)
                 else:
-                    await asyncio.to_thread(self.store.record_events, step.events)
+                    await _to_thread(self.store.record_events, step.events)
             except Exception as exc:
                 self._store_failed(exc, lambda: step)
         if step.abort is not None:
@@ -944,6 +945,14 @@ def _tool_name(fn: Callable[..., Any], name: object) -> str:
         return text_id(getattr(fn, "__name__", "tool")) or "tool"
     except Exception:
         return "tool"
+
+
+async def _to_thread(fn: Callable[..., T], /, *args: Any) -> T:
+    # asyncio loads on the first async call only: a process that never awaits (the Claude Code
+    # hook, started twice per tool call) does not pay for its import.
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args)
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
