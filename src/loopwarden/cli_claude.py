@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 from ._entry import crash_message
 from ._paths import DB_ENV, default_db_path
@@ -115,6 +115,11 @@ def _parser() -> argparse.ArgumentParser:
         def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
             raise _HookExit(status, message.rstrip("\n") if message else None)
 
+        def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+            # argparse ignores a failed write; a closed stdout must end as everywhere else.
+            if message:
+                (file or sys.stderr).write(message)
+
     parser = Parser(prog="loopwarden claude-hook", description=_HELP)
     for flag, (dest, convert, default, choices, help_text) in _OPTIONS.items():
         parser.add_argument(flag, dest=dest, type=convert, default=default, choices=choices,
@@ -150,6 +155,8 @@ def run(argv: Sequence[str]) -> int:
         if exc.message:
             sys.stderr.write(exc.message + "\n")
         return exc.code
+    except BrokenPipeError:
+        raise  # nobody reads the answer: the caller exits 141 (_entry.quiet_on_broken_pipe)
     except Exception as exc:  # a bug: one line on stderr, and Claude Code goes on
         if os.environ.get("LOOPWARDEN_DEBUG"):
             traceback.print_exception(exc, file=sys.stderr)
