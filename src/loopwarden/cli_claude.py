@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ._entry import crash_message
 from ._paths import DB_ENV, default_db_path
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import argparse
 
     import typer
+    from _typeshed import SupportsWrite
 
     from .config import LoopDetectionConfig
 
@@ -115,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
         def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
             raise _HookExit(status, message.rstrip("\n") if message else None)
 
-        def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
             # argparse ignores a failed write; a closed stdout must end as everywhere else.
             if message:
                 (file or sys.stderr).write(message)
