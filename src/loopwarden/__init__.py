@@ -7,34 +7,79 @@ small and re-exported here; see DESIGN.md §2–§5 and the README.
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from . import profiles
-from .compaction import CompactionLoopPersistedError, CompactionVerdict, PostCompactionGuard
-from .config import ConfigError, LoopDetectionConfig, load_config
-from .detectors import Detection
-from .engine import LoopDetector
-from .errors import LoopTerminatedError, LoopwardenError
-from .events import LoggingSink, LoopEvent
-from .fingerprint import Outcome, args_hash, canonical_json, outcome_of
-from .guard import (
-    BatchAdmission,
-    GuardStats,
-    Intervention,
-    LoopBlockedError,
-    LoopGuard,
-    Verdict,
-    warning_note,
-)
-from .history import CallRecord, SessionState
-from .profiles import ProfileRegistry, ToolProfile
-from .stores import MemoryStore, Store, StoreError
-from .types import MISSING, ToolCall
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+"""The package version: the only place it is written (the build reads it from here)."""
 
 # A library logs; the application decides where it goes (no "last resort" stderr output).
 logging.getLogger("loopwarden").addHandler(logging.NullHandler())
+
+# The public names load on first use (PEP 562), so that `import loopwarden` costs almost
+# nothing and a process that needs only a few modules (the Claude Code hook, started twice per
+# tool call) imports only those. Static checkers see the eager imports below.
+_EXPORTS: dict[str, str] = {
+    "CompactionLoopPersistedError": "compaction",
+    "CompactionVerdict": "compaction",
+    "PostCompactionGuard": "compaction",
+    "ConfigError": "config",
+    "LoopDetectionConfig": "config",
+    "load_config": "config",
+    "Detection": "detectors",
+    "LoopDetector": "engine",
+    "LoopTerminatedError": "errors",
+    "LoopwardenError": "errors",
+    "LoggingSink": "events",
+    "LoopEvent": "events",
+    "Outcome": "fingerprint",
+    "args_hash": "fingerprint",
+    "canonical_json": "fingerprint",
+    "outcome_of": "fingerprint",
+    "BatchAdmission": "guard",
+    "GuardStats": "guard",
+    "Intervention": "guard",
+    "LoopBlockedError": "guard",
+    "LoopGuard": "guard",
+    "Verdict": "guard",
+    "warning_note": "guard",
+    "CallRecord": "history",
+    "SessionState": "history",
+    "ProfileRegistry": "profiles",
+    "ToolProfile": "profiles",
+    "MemoryStore": "stores",
+    "Store": "stores",
+    "StoreError": "stores",
+    "SQLiteStore": "stores",
+    "RedisStore": "stores",
+    "MISSING": "types",
+    "ToolCall": "types",
+    "replay": "findings",
+    "Finding": "findings",
+}
+
+if TYPE_CHECKING:
+    from . import profiles
+    from .compaction import CompactionLoopPersistedError, CompactionVerdict, PostCompactionGuard
+    from .config import ConfigError, LoopDetectionConfig, load_config
+    from .detectors import Detection
+    from .engine import LoopDetector
+    from .errors import LoopTerminatedError, LoopwardenError
+    from .events import LoggingSink, LoopEvent
+    from .findings import Finding, replay
+    from .fingerprint import Outcome, args_hash, canonical_json, outcome_of
+    from .guard import (
+        BatchAdmission,
+        GuardStats,
+        Intervention,
+        LoopBlockedError,
+        LoopGuard,
+        Verdict,
+        warning_note,
+    )
+    from .history import CallRecord, SessionState
+    from .profiles import ProfileRegistry, ToolProfile
+    from .stores import MemoryStore, RedisStore, SQLiteStore, Store, StoreError
+    from .types import MISSING, ToolCall
 
 __all__ = [
     "MISSING",
@@ -79,13 +124,17 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # Doors and optional stores load on first use, so `import loopwarden` stays core-only.
-    if name in ("SQLiteStore", "RedisStore"):
-        from . import stores
+    import importlib
 
-        return getattr(stores, name)
-    if name in ("replay", "Finding"):
-        from . import findings
+    if name == "profiles":  # a submodule: importing it makes it an attribute
+        return importlib.import_module(".profiles", __name__)
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loopwarden' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # the next look-up does not come here again
+    return value
 
-        return getattr(findings, name)
-    raise AttributeError(f"module 'loopwarden' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,11 +1,17 @@
 """``python -m loopwarden``: a scripted agent polls a job that never finishes; watch the guard
-warn at the 11th poll and block at the 21st. No LLM, no network."""
+warn at the 11th poll and block at the 21st. No LLM, no network.
+
+With arguments it is the ``loopwarden`` command line (``python -m loopwarden scan .``). A closed
+stdout (``| head``) ends either quietly, with exit code 141.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from . import LoopDetectionConfig, LoopGuard
+from ._entry import main as cli_main
+from ._entry import quiet_on_broken_pipe
 
 
 def check_job(job_id: str) -> dict[str, Any]:
@@ -15,6 +21,8 @@ def check_job(job_id: str) -> dict[str, Any]:
 
 
 def demo() -> int:
+    from . import LoopDetectionConfig, LoopGuard
+
     guard = LoopGuard(LoopDetectionConfig(enabled=True))
     guard.sinks.clear()  # the demo prints its own lines instead of log records
     for turn in range(1, 31):
@@ -36,5 +44,12 @@ def demo() -> int:
     return 1
 
 
+def main() -> int:
+    """The demo without arguments, else the command line."""
+    if len(sys.argv) > 1:
+        return cli_main(sys.argv[1:])
+    return quiet_on_broken_pipe(demo)
+
+
 if __name__ == "__main__":
-    raise SystemExit(demo())
+    raise SystemExit(main())

@@ -4,7 +4,12 @@ Exit codes: 0 nothing found (or no ``--fail-on``), 1 findings at or above ``--fa
 or input errors, and any unexpected crash, which prints one ``error:`` line instead of a
 traceback (``LOOPWARDEN_DEBUG=1`` shows it). 1 is kept for findings so that CI can tell a loop
 from a broken run. ``claude-hook`` is the exception: Claude Code reads 2 from a hook as
-"block the tool call", so its failures stay 1 (non-blocking).
+"block the tool call", so its failures stay 1 (non-blocking). A closed stdout (``| head``)
+exits 141 without a traceback.
+
+The ``loopwarden`` console script is :func:`loopwarden._entry.main`, which runs
+``claude-hook`` without loading Typer; :func:`main` here runs the app itself
+(``python -m loopwarden.cli``).
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
+from . import __version__
+from ._entry import BROKEN_PIPE_EXIT_CODE, crash_message, quiet_on_broken_pipe, silence_stdout
 from .cli_config import config_app
 
 # Exit code of a command that failed unexpectedly (a bug or an unforeseen input).
@@ -32,6 +39,23 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"loopwarden {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="Print the version and exit.",
+    )] = False,
+) -> None:
+    """Stop AI agents from wasting money and time in tool-call loops."""
+
+
 app.add_typer(config_app, name="config", help="Check OpenClaw loop-detection configs.")
 
 # Each module adds its commands with `register(app)`; optional dependencies load inside them.
@@ -46,11 +70,7 @@ for _name in _COMMAND_MODULES:
     _module.register(app)
 
 
-def _crash_message(command: str, exc: BaseException) -> str:
-    detail = " ".join(str(exc).split()) or "(no message)"
-    text = f"error: loopwarden {command} failed unexpectedly: {type(exc).__name__}: {detail}"
-    # The message may quote undecodable file names; stderr must not fail on them too.
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+_crash_message = crash_message
 
 
 def _crashed(command: str, exc: BaseException, code: int) -> NoReturn:
@@ -73,6 +93,9 @@ def _guarded(callback: Callable[..., Any], command: str) -> Callable[..., Any]:
             return callback(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise  # deliberate exits and usage errors (BadParameter...) keep their own codes
+        except BrokenPipeError:  # the reader of stdout is gone (`| head`): not a crash
+            silence_stdout()
+            raise typer.Exit(BROKEN_PIPE_EXIT_CODE) from None
         except Exception as exc:
             _crashed(command, exc, code)
 
@@ -93,11 +116,42 @@ def _guard_commands(typer_app: typer.Typer, prefix: str = "") -> None:
 def main() -> None:
     # Guarded at call time, so that commands added to `app` after import are covered too.
     _guard_commands(app)
+    _exit_141_on_rich_broken_pipe()
+    sys.exit(quiet_on_broken_pipe(_run_app))
+
+
+def _exit_141_on_rich_broken_pipe() -> None:
+    """Rich handles a closed stdout itself, with the devnull recipe and exit code 1, which here
+    means "findings"; in this process (the command line, not the library) it exits 141."""
+    try:
+        from rich.console import Console
+    except ImportError:  # pragma: no cover - rich is a core dependency
+        return
+
+    def on_broken_pipe(self: Console) -> None:
+        self.quiet = True
+        silence_stdout()
+        raise SystemExit(BROKEN_PIPE_EXIT_CODE)
+
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
+
+
+def _run_app() -> int:
     try:
         app()
+    except BrokenPipeError:
+        raise  # quiet_on_broken_pipe's
+    except SystemExit as exc:
+        # Click answers a closed stdout outside our commands (help text) with exit 1, which
+        # here means "findings": give it the broken-pipe code instead.
+        if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            silence_stdout()
+            return BROKEN_PIPE_EXIT_CODE
+        raise
     except Exception as exc:  # outside any command (argument parsing): still one line, exit 2
         sys.stderr.write(_crash_message("(startup)", exc) + "\n")
-        sys.exit(_CRASH_EXIT_CODE)
+        return _CRASH_EXIT_CODE
+    return 0
 
 
 if __name__ == "__main__":

@@ -4,31 +4,41 @@ Claude Code starts the command once per hook event, so the guard's state lives i
 file between invocations. Register it in ``settings.json`` for ``PreToolUse``, ``PostToolUse``,
 ``PostToolUseFailure`` and ``PreCompact``.
 
-``--exit-behavior end`` (the default) stops Claude at the terminal stop — a second critical
-loop in the same prompt's run — with ``continue: false`` and the stop message as
-``stopReason``; ``error`` does the same (a command hook has no other way to end the run: exit
-code 2 only blocks the one call); ``continue`` only denies the call.
+The command runs twice per tool call, so it starts fast: this module imports neither Typer nor
+Rich nor Click, nor pydantic once the config is cached (see :func:`_hook_config`). The
+``loopwarden`` console script dispatches ``claude-hook`` straight to :func:`run`, and the
+command registered in the Typer app hands its arguments to the same :func:`run`, so both parse
+them alike.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import sys
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-import typer
+from ._entry import crash_message
+from ._paths import DB_ENV, default_db_path
 
 if TYPE_CHECKING:
+    import argparse
+
+    import typer
+    from _typeshed import SupportsWrite
+
     from .config import LoopDetectionConfig
 
-__all__ = ["default_db_path", "register"]
+__all__ = ["default_db_path", "register", "run"]
 
-# Claude Code reads exit code 2 as "block"; every loopwarden failure must stay non-blocking.
+# Claude Code reads exit code 2 as "block"; every loopwarden failure must stay non-blocking,
+# usage errors included (argparse's own code for them is 2).
 _EXIT_NON_BLOCKING_ERROR = 1
 # Claude Code sessions can be resumed days later; a week keeps them and still bounds the file.
 _IDLE_TTL_SECONDS = 7 * 24 * 3600
@@ -37,60 +47,149 @@ _IDLE_TTL_SECONDS = 7 * 24 * 3600
 # call of Claude Code: past this the hook fails open, logging the failure on stderr.
 _BUSY_TIMEOUT_SECONDS = 1.0
 
+_HELP = ("Guard Claude Code tool calls: reads one hook payload on stdin, writes the hook's "
+         "answer on stdout (settings.json: PreToolUse, PostToolUse, PostToolUseFailure, "
+         "PreCompact).")
 
-class ExitBehaviorChoice(str, Enum):
-    """``--exit-behavior``: the values of ``ClaudeCodeHook.exit_behavior``."""
 
-    end = "end"
-    error = "error"
-    continue_ = "continue"
+class _HookExit(Exception):
+    """End the hook with ``code``, after ``message`` (if any) on stderr."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# The options: flag -> (attribute, conversion, default, allowed values or None, help). Both
+# parsers below are made from this table, so they cannot disagree.
+_OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, tuple[Any, ...] | None, str]] = {
+    "--db": ("db", Path, None, None,
+             f"SQLite file holding the sessions' state [default: ${DB_ENV} or "
+             "~/.loopwarden/loopwarden.db, the file `loopwarden runs` reads]."),
+    "--config": ("config", Path, None, None,
+                 "OpenClaw config file (tools.loopDetection). Detection is on unless it sets "
+                 "enabled: false."),
+    "--agent": ("agent", str, None, None,
+                "Agent id whose per-agent loopDetection override applies."),
+    "--exit-behavior": ("exit_behavior", str, "end", ("end", "error", "continue"),
+                        "At the terminal stop (a second critical loop in one prompt's run): "
+                        "end or error stop Claude (continue: false, the stop message as "
+                        "stopReason; a command hook has no other way to end the run), "
+                        "continue only denies the call [default: end]."),
+}
+
+
+def _parse(argv: list[str]) -> dict[str, Any]:
+    """The options in ``argv``. Plain ``--flag value`` / ``--flag=value`` lists (what
+    settings.json holds) are read directly; anything else (``--help``, an abbreviation, a
+    mistake) goes to argparse, which loads more modules than the whole hook otherwise runs."""
+    quick = _quick_parse(argv)
+    if quick is not None:
+        return quick
+    return vars(_parser().parse_args(argv))
+
+
+def _quick_parse(argv: list[str]) -> dict[str, Any] | None:
+    values = {dest: default for dest, _, default, _, _ in _OPTIONS.values()}
+    tokens = iter(argv)
+    for token in tokens:
+        flag, has_value, value = token.partition("=")
+        option = _OPTIONS.get(flag)
+        if option is None:
+            return None
+        if not has_value:
+            value = next(tokens, "-")
+            if value.startswith("-"):  # argparse's reading: a missing value
+                return None
+        dest, convert, _, choices, _ = option
+        converted = convert(value)
+        if choices is not None and converted not in choices:
+            return None
+        values[dest] = converted
+    return values
+
+
+def _parser() -> argparse.ArgumentParser:
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            raise _HookExit(_EXIT_NON_BLOCKING_ERROR,
+                            f"{self.format_usage()}{self.prog}: error: {message}")
+
+        def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+            raise _HookExit(status, message.rstrip("\n") if message else None)
+
+        def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+            # argparse ignores a failed write; a closed stdout must end as everywhere else.
+            if message:
+                (file or sys.stderr).write(message)
+
+    parser = Parser(prog="loopwarden claude-hook", description=_HELP)
+    for flag, (dest, convert, default, choices, help_text) in _OPTIONS.items():
+        parser.add_argument(flag, dest=dest, type=convert, default=default, choices=choices,
+                            help=help_text)
+    return parser
 
 
 def register(app: typer.Typer) -> None:
-    app.command("claude-hook")(claude_hook)
+    """Add ``claude-hook`` to the Typer app; its arguments, ``--help`` included, go to
+    :func:`run` unparsed."""
+    import typer
+
+    def claude_hook(ctx: typer.Context) -> None:
+        code = run(ctx.args)
+        if code:
+            raise typer.Exit(code)
+
+    # Typer reads the annotation to pass the context; this module names `typer` only for type
+    # checkers, so the string annotation would not resolve.
+    claude_hook.__annotations__["ctx"] = typer.Context
+    app.command(
+        "claude-hook", help=_HELP, add_help_option=False,
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(claude_hook)
 
 
-def default_db_path() -> Path:
-    return Path("~/.loopwarden/claude-hook.db").expanduser()
+def run(argv: Sequence[str]) -> int:
+    """``loopwarden claude-hook ARGV``: answers the payload on stdin; returns the exit code."""
+    try:
+        options = _parse(list(argv))
+        _answer(options["db"], options["config"], options["agent"], options["exit_behavior"])
+    except _HookExit as exc:
+        if exc.message:
+            sys.stderr.write(exc.message + "\n")
+        return exc.code
+    except BrokenPipeError:
+        raise  # nobody reads the answer: the caller exits 141 (_entry.quiet_on_broken_pipe)
+    except Exception as exc:  # a bug: one line on stderr, and Claude Code goes on
+        if os.environ.get("LOOPWARDEN_DEBUG"):
+            traceback.print_exception(exc, file=sys.stderr)
+        sys.stderr.write(crash_message("claude-hook", exc) + "\n")
+        return _EXIT_NON_BLOCKING_ERROR
+    return 0
 
 
-def claude_hook(
-    db: Annotated[Path | None, typer.Option(
-        "--db", envvar="LOOPWARDEN_DB", show_envvar=True,
-        show_default="~/.loopwarden/claude-hook.db", help="SQLite file holding the sessions' state.",
-    )] = None,
-    config: Annotated[Path | None, typer.Option(
-        "--config", help="OpenClaw config file (tools.loopDetection). Detection is on unless "
-        "it sets enabled: false.",
-    )] = None,
-    agent: Annotated[str | None, typer.Option(
-        "--agent", help="Agent id whose per-agent loopDetection override applies.",
-    )] = None,
-    exit_behavior: Annotated[ExitBehaviorChoice, typer.Option(
-        "--exit-behavior", case_sensitive=False,
-        help="At the terminal stop (a second critical loop in the same prompt): 'end' stops "
-        "Claude (continue: false, the stop message as stopReason); 'error' does the same; "
-        "'continue' only denies the call.",
-    )] = ExitBehaviorChoice.end,
-) -> None:
-    """Guard Claude Code tool calls: reads one hook payload on stdin, writes the hook's
-    answer on stdout (settings.json: PreToolUse, PostToolUse, PostToolUseFailure, PreCompact)."""
+def _answer(db: Path | None, config: Path | None, agent: str | None,
+            exit_behavior: str) -> None:
     from .integrations.claude_code_hook import HANDLED_EVENTS
 
     payload = _read_payload()
     if payload.get("hook_event_name") not in HANDLED_EVENTS:
         # Registered for an event loopwarden does not act on: answer at once, touch nothing.
         return
-    output = _handle(payload, db or default_db_path(), config, agent, exit_behavior.value)
+    output = _handle(payload, db or default_db_path(), config, agent, exit_behavior)
     if output:
-        typer.echo(json.dumps(output))
+        sys.stdout.write(json.dumps(output) + "\n")
+        sys.stdout.flush()
 
 
 def _handle(
     payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None,
     exit_behavior: str = "end",
 ) -> dict[str, Any]:
-    from .config import ConfigError
+    from .errors import LoopwardenError
     from .events import LoggingSink
     from .guard import LoopGuard
     from .integrations.claude_code_hook import (
@@ -101,13 +200,13 @@ def _handle(
     from .stores.sqlite import SQLiteStore
 
     try:
-        config = _hook_config(config_path, agent)
-    except ConfigError as exc:
-        _fail(f"loopwarden: {exc}")
-    try:
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         _fail(f"loopwarden: cannot create {db.parent}: {exc}")
+    try:
+        config = _hook_config(config_path, agent, db)
+    except LoopwardenError as exc:  # a ConfigError, named by its base: config.py loads pydantic
+        _fail(f"loopwarden: {exc}")
     store = SQLiteStore(db, idle_ttl=_IDLE_TTL_SECONDS, timeout=_BUSY_TIMEOUT_SECONDS)
     guard = LoopGuard(config, store=store)
     # Loop events reach Claude Code in the hook's answer and the run record; logging them too
@@ -143,15 +242,107 @@ def _problems_to_stderr() -> Iterator[None]:
         log.setLevel(level)
 
 
-def _hook_config(path: Path | None, agent: str | None) -> LoopDetectionConfig:
+def _hook_config(path: Path | None, agent: str | None, db: Path) -> LoopDetectionConfig:
     """The config, with detection on unless the file explicitly turns it off: whoever
-    registers the hook wants it to guard."""
+    registers the hook wants it to guard.
+
+    Validated once, then served from a cache file beside the database: validation needs
+    pydantic, which takes longer to import than the rest of the hook takes to run. An entry is
+    keyed by the config file's bytes, the agent, and loopwarden's version and config code, so
+    an edited config (or an upgrade) is validated again on the next call; an unreadable or
+    damaged cache is only slower. The guard gets a plain snapshot of the values either way.
+    """
+    from ._config_snapshot import snapshot_from_dict, snapshot_of
+
+    cache = db.with_name(db.name + _CONFIG_CACHE_SUFFIX)
+    key = _config_key(path, agent)
+    entries = _read_cache(cache) if key is not None else {}
+    snapshot = snapshot_from_dict(entries.get(key)) if key is not None else None
+    if snapshot is None:
+        config = _validated_config(path, agent)
+        data = snapshot_of(config)
+        if data is None:  # perTool entries: the config's own methods apply them
+            return config
+        if key is not None:
+            _cache_snapshot(cache, entries, key, data)
+        snapshot = snapshot_from_dict(data)
+        assert snapshot is not None  # what snapshot_of gives, snapshot_from_dict takes
+    # The guard only reads the config's attributes, which the snapshot has (all of them).
+    return cast("LoopDetectionConfig", snapshot)
+
+
+def _validated_config(path: Path | None, agent: str | None) -> LoopDetectionConfig:
     from .config import LoopDetectionConfig, load_config
 
     config = load_config(path, agent) if path is not None else LoopDetectionConfig()
     if config.enabled is None:
         config = config.with_overrides(enabled=True)
     return config
+
+
+_CONFIG_CACHE_SUFFIX = ".hook-config.json"
+_CONFIG_CACHE_ENTRIES = 16  # distinct (config, agent) pairs sharing one database
+_CONFIG_CACHE_MAX_BYTES = 1 << 20
+# Larger config files are not cached; config.py refuses those above its own limit (16 MiB).
+_MAX_CACHED_CONFIG_BYTES = 16 * 1024 * 1024
+
+
+def _config_key(path: Path | None, agent: str | None) -> str | None:
+    """What the validated config depends on, or None when that cannot be told cheaply (the
+    file is not a readable regular file: validation then reports why)."""
+    from . import __version__
+
+    try:
+        # Every module of the config package: what validation means is written there.
+        package = Path(__file__).with_name("config")
+        code = sorted((entry.name, entry.stat().st_size, entry.stat().st_mtime_ns)
+                      for entry in os.scandir(package) if entry.name.endswith(".py"))
+        digest = None if path is None else _file_digest(path)
+    except OSError:
+        return None
+    if not code or (path is not None and digest is None):
+        return None
+    return json.dumps([__version__, code, digest, agent])
+
+
+def _file_digest(path: Path) -> str | None:
+    import hashlib
+    import stat
+
+    # O_NONBLOCK and the fstat: a path swapped for a named pipe must not block the hook.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        data = handle.read(_MAX_CACHED_CONFIG_BYTES + 1)
+    if len(data) > _MAX_CACHED_CONFIG_BYTES:
+        return None
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_cache(cache: Path) -> dict[str, Any]:
+    try:
+        with cache.open("rb") as handle:
+            entries = json.loads(handle.read(_CONFIG_CACHE_MAX_BYTES))
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _cache_snapshot(cache: Path, entries: dict[str, Any], key: str, data: Any) -> None:
+    """Add the entry, replacing the file at once (concurrent hooks read a whole file or the
+    one before); a failure only means validating again next time."""
+    entries.pop(key, None)
+    entries[key] = data
+    kept = dict(list(entries.items())[-_CONFIG_CACHE_ENTRIES:])
+    temporary = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("x", encoding="utf-8") as handle:
+            json.dump(kept, handle)
+        os.replace(temporary, cache)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
 
 
 def _read_payload() -> dict[str, Any]:
@@ -165,5 +356,4 @@ def _read_payload() -> dict[str, Any]:
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(message, err=True)
-    raise typer.Exit(_EXIT_NON_BLOCKING_ERROR)
+    raise _HookExit(_EXIT_NON_BLOCKING_ERROR, message)

@@ -7,7 +7,6 @@ The tables fit the console (80 columns when piped): long session and run ids los
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from datetime import datetime
 from pathlib import Path
@@ -21,18 +20,13 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from ._paths import default_db_path
 from .events import LoopEvent
 from .report.table import fit_widths, middle_ellipsis, one_line, wrap_names
 from .stores.base import StoreError
 from .stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
 
 __all__ = ["default_db_path", "register", "runs"]
-
-
-def default_db_path() -> Path:
-    """``$LOOPWARDEN_DB``, else ``~/.loopwarden/loopwarden.db``."""
-    env = os.environ.get("LOOPWARDEN_DB")
-    return Path(env) if env else Path.home() / ".loopwarden" / "loopwarden.db"
 
 
 def register(app: typer.Typer) -> None:

@@ -12,10 +12,9 @@ import hashlib
 import logging
 import re
 from time import time_ns as _time_ns
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._text import log_text
-from .config import LoopDetectionConfig
 from .detectors import Detection, Facts, Limits, Prospect, evaluate, gates_for, write_churn
 from .fingerprint import (
     Outcome,
@@ -38,6 +37,11 @@ from .learning import Leaves, leaves_of
 from .profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
 from .types import MISSING
 from .volatile import mask_value, mask_volatile
+
+if TYPE_CHECKING:
+    # Imported when needed: a caller that passes its config (the Claude Code hook passes a
+    # plain snapshot, see _config_snapshot) never loads pydantic.
+    from .config import LoopDetectionConfig
 
 __all__ = ["LoopDetector", "limits_for", "resolve_registry"]
 
@@ -138,7 +142,11 @@ class LoopDetector:
     def __init__(
         self, config: LoopDetectionConfig | None = None, profiles: object = None
     ) -> None:
-        self.config = config if config is not None else LoopDetectionConfig()
+        if config is None:
+            from .config import LoopDetectionConfig
+
+            config = LoopDetectionConfig()
+        self.config = config
         self.limits = limits_for(self.config)
         # The O(1) pre-checks of the detectors the switches leave on (per-tool limits change
         # thresholds only), asked in turn before a call is measured.

@@ -7,7 +7,6 @@ transaction, so a Redis retry never re-hashes and the lock is held only for dete
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import logging
@@ -17,11 +16,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from ._text import log_text, optional_id, text_id
 from .compaction import CompactionLoopPersistedError, PostCompactionGuard
-from .config import ConfigError, LoopDetectionConfig
 from .detectors import Detection, Prospect
 from .engine import LoopDetector
 from .errors import LoopTerminatedError, LoopwardenError
@@ -32,6 +30,9 @@ from .learning import Leaves, learn, learned_for, learned_hash
 from .stores.base import Store
 from .stores.memory import MemoryStore
 from .types import MISSING, ToolCall
+
+if TYPE_CHECKING:
+    from .config import LoopDetectionConfig  # only the engine loads it, and only when needed
 
 __all__ = [
     "BatchAdmission",
@@ -198,6 +199,8 @@ class BatchAdmission:
 def check_exit_behavior(value: object) -> ExitBehavior:
     """``value`` as an :data:`ExitBehavior`; a :class:`ConfigError` (a ``ValueError``) else."""
     if value not in EXIT_BEHAVIORS:
+        from .config import ConfigError  # (pydantic loads only when a value is wrong)
+
         raise ConfigError(f"must be one of {', '.join(map(repr, EXIT_BEHAVIORS))}",
                           path="exit_behavior", value=value)
     return value
@@ -301,8 +304,11 @@ class LoopGuard:
         sinks: Sequence[EventSink] = (),
         fail_closed: bool = False,
     ) -> None:
-        self.detector = LoopDetector(
-            config if config is not None else LoopDetectionConfig(enabled=True), profiles)
+        if config is None:
+            from .config import LoopDetectionConfig  # a hook passing its snapshot never loads it
+
+            config = LoopDetectionConfig(enabled=True)
+        self.detector = LoopDetector(config, profiles)
         self.config = self.detector.config
         # The config is immutable; these derived switches are read on every call.
         self._rolling = self.config.rolling_enabled
@@ -796,7 +802,7 @@ class LoopGuard:
             if atransact is not None:
                 step = await cast(Callable[..., Awaitable[T]], atransact)(session, fn)
             else:
-                step = await asyncio.to_thread(store.transact, session, fn)
+                step = await _to_thread(store.transact, session, fn)
         except Exception as exc:
             return self._store_failed(exc, fallback)
         self._store_ok()
@@ -847,7 +853,7 @@ class LoopGuard:
                 if arecord is not None:
                     await arecord(step.events)
                 else:
-                    await asyncio.to_thread(self.store.record_events, step.events)
+                    await _to_thread(self.store.record_events, step.events)
             except Exception as exc:
                 self._store_failed(exc, lambda: step)
         if step.abort is not None:
@@ -1036,6 +1042,14 @@ def _tool_name(fn: Callable[..., Any], name: object) -> str:
         return text_id(getattr(fn, "__name__", "tool")) or "tool"
     except Exception:
         return "tool"
+
+
+async def _to_thread(fn: Callable[..., T], /, *args: Any) -> T:
+    # asyncio loads on the first async call only: a process that never awaits (the Claude Code
+    # hook, started twice per tool call) does not pay for its import.
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args)
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:

@@ -178,7 +178,7 @@ def test_db_path_from_environment_and_default(tmp_path: Path) -> None:
     home = tmp_path / "home"
     x = run_hook(payload, env={"LOOPWARDEN_DB": "", "HOME": str(home)})
     assert x.exit_code == 0
-    assert (home / ".loopwarden" / "claude-hook.db").is_file()
+    assert (home / ".loopwarden" / "loopwarden.db").is_file()  # the file `runs` reads
 
 
 def test_events_loopwarden_ignores_touch_nothing(db: Path) -> None:

@@ -420,7 +420,9 @@ def test_claude_hook_rejects_an_unknown_exit_behavior(tmp_path: Path) -> None:
     pre, _ = _payloads(1)
     result = CliRunner().invoke(app, ["claude-hook", "--db", str(tmp_path / "h.db"),
                                       "--exit-behavior", "stop"], input=json.dumps(pre))
-    assert result.exit_code == 2
+    # A usage error, and non-blocking like every hook failure (Claude Code reads 2 as "block").
+    assert result.exit_code == 1
+    assert "invalid choice: 'stop'" in result.output
 
 
 def _child_env() -> dict[str, str]:

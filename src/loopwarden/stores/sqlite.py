@@ -11,7 +11,6 @@ a key cannot collide with an ordinary one, and the connection reads them back as
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import threading
@@ -176,6 +175,8 @@ class SQLiteStore:
             return result
 
     async def atransact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        import asyncio  # on first use: the sync-only Claude Code hook does not pay for it
+
         return await asyncio.to_thread(self.transact, session, fn)
 
     def load(self, session: str) -> SessionState | None:
@@ -198,6 +199,8 @@ class SQLiteStore:
                 raise
 
     async def arecord_events(self, events: Sequence[LoopEvent]) -> None:
+        import asyncio
+
         await asyncio.to_thread(self.record_events, events)
 
     def close(self) -> None:
