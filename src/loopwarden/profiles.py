@@ -115,7 +115,7 @@ _NAME_VERB = re.compile(r"^([a-z]+)(?:[_\-.]|(?=[A-Z])|$)")
 # A wait longer than a day is not pacing but a wrong unit or a garbled argument.
 _MAX_WAIT_SECONDS: Final = 86_400.0
 
-# Built-in outcome projections implemented in loopwarden.fingerprint.
+# Built-in outcome projections, implemented in loopwarden.fingerprint.outcomes (PROJECTIONS).
 PROJECTION_EXEC: Final = "exec"
 PROJECTION_PROCESS: Final = "process"
 PROJECTION_WRITE: Final = "write"

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+import types
+from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple
 
 import orjson
@@ -166,27 +167,22 @@ def _profiled(
 ) -> Outcome:
     if profile.volatile_keys:
         details = _strip_keys(details, profile.volatile_keys, message_ids=False)  # type: ignore[assignment]
-    projected = _projection(profile._projection, args, details, text)
-    if projected is not None:
-        return projected
+    if profile._projection is not None:
+        project = PROJECTIONS.get(profile._projection)
+        projected = None if project is None else project(args, details, text)
+        if projected is not None:
+            return projected
     if profile.is_send_like(args):
         return _plain(digest(_strip_keys(details, SEND_VOLATILE_KEYS, message_ids=True)))
     return _plain(_details_digest(details, text))
 
 
-def _projection(
-    kind: str | None, args: object, details: Mapping[str, object], text: str
-) -> Outcome | None:
-    if kind == PROJECTION_EXEC:
-        return _exec_outcome(details, text)
-    if kind == PROJECTION_WRITE:
-        return _write_outcome(details, text)
-    if kind == PROJECTION_PROCESS:
-        return _process_outcome(args, details, text)
-    return None
+#: A built-in outcome projection: (the call's args, the result's details with volatile keys
+#: stripped, its text) -> the outcome, or None when the result is hashed like any other.
+Projection = Callable[[object, Mapping[str, object], str], "Outcome | None"]
 
 
-def _exec_outcome(details: Mapping[str, object], text: str) -> Outcome | None:
+def _exec_outcome(args: object, details: Mapping[str, object], text: str) -> Outcome | None:
     status = details.get("status")
     if status == "running":
         tail = details.get("tail")
@@ -230,7 +226,7 @@ def _is_terminal_failure(exit_code: float | None, timed_out: bool, output: str) 
     return output != "" and output != footer
 
 
-def _write_outcome(details: Mapping[str, object], text: str) -> Outcome | None:
+def _write_outcome(args: object, details: Mapping[str, object], text: str) -> Outcome | None:
     changed = details.get("changed")
     if changed is False:
         return Outcome(digest({"status": "unchanged"}), no_progress=True)
@@ -256,6 +252,16 @@ def _process_outcome(args: object, details: Mapping[str, object], text: str) -> 
     for key in _PROCESS_FIELDS[action]:
         projection[key] = details.get(key)
     return _plain(digest(projection))
+
+
+#: The built-in projections by the name a profile gives them (``ToolProfile._projection``).
+#: A new projection is one function above and one entry here (its name joins the others in
+#: profiles.py).
+PROJECTIONS: Final[Mapping[str, Projection]] = types.MappingProxyType({
+    PROJECTION_EXEC: _exec_outcome,
+    PROJECTION_PROCESS: _process_outcome,
+    PROJECTION_WRITE: _write_outcome,
+})
 
 
 def _str_or(value: object, default: str | None) -> str | None:
