@@ -4,9 +4,13 @@ write-target hash)."""
 
 from __future__ import annotations
 
-from loopwarden import profiles
-from loopwarden.fingerprint import outcome_of
+import pytest
+
+from loopwarden import LoopDetectionConfig, profiles
+from loopwarden.engine import LoopDetector
+from loopwarden.fingerprint import mutation_target_hash, outcome_of
 from loopwarden.fingerprint.outcomes import PROJECTIONS
+from loopwarden.profiles import ProfileRegistry, ToolProfile
 
 
 def test_every_builtin_projection_has_a_registry_entry() -> None:
@@ -26,3 +30,56 @@ def test_registry_entries_project_their_tools() -> None:
     assert outcome_of("check_job", {}, running) != outcome_of("check_job", {}, other_pid)
     changed = {"details": {"changed": True}, "content": []}
     assert outcome_of("write", {"path": "a"}, changed).outcome_kind == "write-mutation"
+
+
+def test_history_and_the_hashes_share_one_spelling_of_each_outcome_kind() -> None:
+    from loopwarden import history
+    from loopwarden.fingerprint import outcomes
+
+    assert history.OUTCOME_VETO is outcomes.OUTCOME_VETO
+    assert history.OUTCOME_TERMINAL_EXEC_FAILURE is outcomes.OUTCOME_TERMINAL_EXEC_FAILURE
+    assert history.OUTCOME_WRITE_MUTATION is outcomes.OUTCOME_WRITE_MUTATION
+    veto = {"details": {"status": "blocked", "deniedReason": "tool-loop"}}
+    assert outcome_of("x", {}, veto).outcome_kind == history.OUTCOME_VETO
+
+
+def test_a_profile_exposes_its_projection_read_only() -> None:
+    exec_profile = profiles.default_registry.get("exec")
+    assert exec_profile is not None and exec_profile.projection == profiles.PROJECTION_EXEC
+    assert profiles.ToolProfile("mine").projection is None
+    mine = profiles.ToolProfile("mine", _projection=profiles.PROJECTION_WRITE)
+    assert mine.projection == profiles.PROJECTION_WRITE
+    # (A frozen slots dataclass refuses with a TypeError on some Pythons, for any attribute.)
+    with pytest.raises((AttributeError, TypeError)):
+        mine.projection = None  # type: ignore[misc]
+    assert mine.projection == profiles.PROJECTION_WRITE
+
+
+def test_mutation_target_hash_reads_the_registry_it_is_given() -> None:
+    args = {"path": "/tmp/b.md"}
+    aliased = ProfileRegistry([ToolProfile("write", mutating=True, aliases=("save",))])
+    expected = mutation_target_hash("write", args)
+    assert expected is not None
+    assert mutation_target_hash("save", args, registry=aliased) == expected
+    assert mutation_target_hash("save", args) is None  # the built-ins have no "save"
+
+
+def test_the_detector_hashes_write_targets_by_its_own_registry() -> None:
+    # The global registry is changed so that "write" names another tool there; the detector's
+    # own registry still has "write", so its write calls keep their target hash (it used to be
+    # looked up in the global registry and came out None).
+    args = {"path": "/tmp/b.md"}
+    expected = mutation_target_hash("write", args)
+    own = ProfileRegistry([ToolProfile("write", mutating=True)])
+    detector = LoopDetector(LoopDetectionConfig(enabled=True), profiles=own)
+    original = profiles.default_registry.get("write")
+    assert original is not None
+    profiles.unregister("write")
+    try:
+        profiles.register("save", aliases=("write",))
+        assert profiles.canonical_name("write") == "save"
+        assert detector.prepare("write", args).mutation_target_hash == expected
+    finally:
+        profiles.unregister("save")
+        profiles.add(original)
+    assert profiles.default_registry.get("write") == original

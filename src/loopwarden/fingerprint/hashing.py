@@ -14,7 +14,7 @@ from typing import Final
 
 import orjson
 
-from ..profiles import default_registry
+from ..profiles import ProfileRegistry, default_registry
 from ..volatile import has_digit
 from .canonical import canonical_json, canonical_json_slow, orjson_safe
 from .values import _FAST_OPTIONS, _opaque
@@ -65,13 +65,18 @@ def digest(value: object) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def mutation_target_hash(tool_name: str, args: object, cwd: str | None = None) -> str | None:
+def mutation_target_hash(
+    tool_name: str, args: object, cwd: str | None = None, *,
+    registry: ProfileRegistry | None = None,
+) -> str | None:
     """For ``write`` calls: sha256 of ``S({"path": <path resolved against cwd>})``.
 
     Resolution is lexical (no filesystem access): relative paths join ``cwd`` when given, and
-    ``.``/``..`` segments are collapsed.
+    ``.``/``..`` segments are collapsed. ``registry`` says which tool ``tool_name`` is (the
+    built-in profiles when None): a detector passes its own, so its aliases of ``write`` count.
     """
-    if default_registry.canonical_name(tool_name) != "write" or not isinstance(args, Mapping):
+    tools = default_registry if registry is None else registry
+    if tools.canonical_name(tool_name) != "write" or not isinstance(args, Mapping):
         return None
     path = args.get("path")
     if not isinstance(path, str) or not path.strip():

@@ -30,6 +30,12 @@ from .strip import _strip_keys
 from .unknown_tools import extract_unknown_tool
 from .values import _FAST_OPTIONS
 
+#: The kinds of outcome the history tells apart (``Outcome.outcome_kind``). Defined here, below
+#: the history, which imports them: one spelling for the hashes and the detectors.
+OUTCOME_VETO: Final = "tool-loop-veto"
+OUTCOME_TERMINAL_EXEC_FAILURE: Final = "terminal-exec-failure"
+OUTCOME_WRITE_MUTATION: Final = "write-mutation"
+
 
 class Outcome(NamedTuple):
     """What one tool outcome contributes to the loop history.
@@ -38,7 +44,7 @@ class Outcome(NamedTuple):
     dataclass to build."""
 
     result_hash: str | None  # 64-hex, "error:<64hex>", or None (nothing to record)
-    outcome_kind: str | None = None  # "tool-loop-veto" | "terminal-exec-failure" | "write-mutation"
+    outcome_kind: str | None = None  # one of the OUTCOME_* kinds above
     failure_identity_hash: str | None = None
     no_progress: bool = False
     unknown_tool_name: str | None = None
@@ -62,7 +68,7 @@ def text_outcome(text: str) -> Outcome:
     return _plain(digest(text))
 
 
-_VETO: Final = Outcome(None, outcome_kind="tool-loop-veto")
+_VETO: Final = Outcome(None, outcome_kind=OUTCOME_VETO)
 
 
 def outcome_of(
@@ -167,8 +173,8 @@ def _profiled(
 ) -> Outcome:
     if profile.volatile_keys:
         details = _strip_keys(details, profile.volatile_keys, message_ids=False)  # type: ignore[assignment]
-    if profile._projection is not None:
-        project = PROJECTIONS.get(profile._projection)
+    if profile.projection is not None:
+        project = PROJECTIONS.get(profile.projection)
         projected = None if project is None else project(args, details, text)
         if projected is not None:
             return projected
@@ -215,7 +221,7 @@ def _exec_finished(status: str, details: Mapping[str, object], text: str) -> Out
     masked = mask_when_spans(output)
     identity = result_hash if masked == output else digest({**projection, "output": masked})
     return Outcome(
-        result_hash, outcome_kind="terminal-exec-failure", failure_identity_hash=identity
+        result_hash, outcome_kind=OUTCOME_TERMINAL_EXEC_FAILURE, failure_identity_hash=identity
     )
 
 
@@ -231,7 +237,7 @@ def _write_outcome(args: object, details: Mapping[str, object], text: str) -> Ou
     if changed is False:
         return Outcome(digest({"status": "unchanged"}), no_progress=True)
     if changed is True:
-        return Outcome(_details_digest(details, text), outcome_kind="write-mutation")
+        return Outcome(_details_digest(details, text), outcome_kind=OUTCOME_WRITE_MUTATION)
     return None
 
 
@@ -254,7 +260,7 @@ def _process_outcome(args: object, details: Mapping[str, object], text: str) -> 
     return _plain(digest(projection))
 
 
-#: The built-in projections by the name a profile gives them (``ToolProfile._projection``).
+#: The built-in projections by the name a profile gives them (``ToolProfile.projection``).
 #: A new projection is one function above and one entry here (its name joins the others in
 #: profiles.py).
 PROJECTIONS: Final[Mapping[str, Projection]] = types.MappingProxyType({
