@@ -225,7 +225,8 @@ class LoopDetector:
             args_hash_of_json(tool, canonical),
             profile.is_poll(args),
             profile.poll_critical_at_warning,
-            mutation_target_hash(tool, args, cwd) if tool == "write" else None,
+            mutation_target_hash(tool, args, cwd, registry=self.registry)
+            if tool == "write" else None,
             profile,
         )
         if self._progress:
@@ -269,7 +270,7 @@ class LoopDetector:
                                        extended_unknown=self._extended_unknown)
         learnable = (
             self._learn and result is not MISSING and (error is MISSING or error is None)
-            and not (profile is not None and (profile._projection or profile.is_send_like(args)))
+            and not (profile is not None and (profile.projection or profile.is_send_like(args)))
         )
         return outcome, leaves_of(result) if learnable else None
 
@@ -300,7 +301,7 @@ class LoopDetector:
             outcome = outcome._replace(error_identity_hash=identity)
         # Projections apply to structured results only: a projected tool's text is learned.
         projected = profile is not None and (
-            (profile._projection is not None and type(result) is not str)
+            (profile.projection is not None and type(result) is not str)
             or profile.is_send_like(args))
         learnable = self._learn and not failed and result is not MISSING and not projected
         return outcome, leaves_of(result) if learnable else None

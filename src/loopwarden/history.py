@@ -16,6 +16,11 @@ from typing import Any
 
 from ._text import text_id
 from .compaction import PostCompactionGuard
+from .fingerprint.outcomes import (
+    OUTCOME_TERMINAL_EXEC_FAILURE,
+    OUTCOME_VETO,
+    OUTCOME_WRITE_MUTATION,
+)
 from .learning import check_learned
 
 __all__ = [
@@ -28,9 +33,6 @@ __all__ = [
     "normalize_run_id",
 ]
 
-OUTCOME_VETO = "tool-loop-veto"
-OUTCOME_TERMINAL_EXEC_FAILURE = "terminal-exec-failure"
-OUTCOME_WRITE_MUTATION = "write-mutation"
 
 MAX_WARNING_KEYS = 256
 MAX_RECOVERY_RUNS = 256

@@ -115,7 +115,7 @@ _NAME_VERB = re.compile(r"^([a-z]+)(?:[_\-.]|(?=[A-Z])|$)")
 # A wait longer than a day is not pacing but a wrong unit or a garbled argument.
 _MAX_WAIT_SECONDS: Final = 86_400.0
 
-# Built-in outcome projections implemented in loopwarden.fingerprint.
+# Built-in outcome projections, implemented in loopwarden.fingerprint.outcomes (PROJECTIONS).
 PROJECTION_EXEC: Final = "exec"
 PROJECTION_PROCESS: Final = "process"
 PROJECTION_WRITE: Final = "write"
@@ -131,8 +131,9 @@ class ToolProfile:
     (OpenClaw's ``wait``). ``mask_volatile`` forces masking of volatile spans (timestamps,
     durations, ids, pids) in this tool's outcomes on (``True``) or off (``False``) whatever the
     preset; ``None`` lets the preset decide. ``volatile_patterns`` are extra regular expressions
-    whose matches in this tool's outcomes are ignored. ``_projection`` names a built-in outcome projection (``exec``,
-    ``process``, ``write``); it is internal and kept when a profile is re-registered.
+    whose matches in this tool's outcomes are ignored. :attr:`projection` (read-only) names a
+    built-in outcome projection (``exec``, ``process``, ``write``); it is set through the
+    internal ``_projection`` field and kept when a profile is re-registered.
 
     Progress knowledge, used by the ``early`` preset only: ``mutating`` (a constant or a
     predicate over the arguments) says the call changes state (a file edit, a browser click), so
@@ -162,6 +163,11 @@ class ToolProfile:
         object.__setattr__(self, "volatile_keys", _key_set(self.volatile_keys))
         object.__setattr__(self, "aliases", _alias_tuple(self.name, self.aliases))
         object.__setattr__(self, "volatile_patterns", _patterns(self.volatile_patterns))
+
+    @property
+    def projection(self) -> str | None:
+        """The built-in outcome projection this tool's results are hashed by, or None."""
+        return self._projection
 
     def is_poll(self, args: object) -> bool:
         return _evaluate(self.poll, args)
@@ -288,8 +294,8 @@ class ProfileRegistry:
             snapshot = self._snapshot
             profiles = dict(snapshot.profiles)
             previous = profiles.get(profile.name)
-            if previous is not None and profile._projection is None:
-                profile = dataclasses.replace(profile, _projection=previous._projection)
+            if previous is not None and profile.projection is None:
+                profile = dataclasses.replace(profile, _projection=previous.projection)
             for alias in profile.aliases:
                 owner = profiles.get(alias)
                 if owner is not None and owner.name != profile.name:
