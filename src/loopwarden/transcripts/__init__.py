@@ -18,18 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from loopwarden.transcripts import (
-    claude_code,
-    claude_code_md,
-    loopwarden_jsonl,
-    openai_chat,
-    openclaw,
-    openhands,
-    swe_agent,
-)
 from loopwarden.transcripts._common import (
     CallbackError,
     ProblemCallback,
@@ -40,6 +31,7 @@ from loopwarden.transcripts._common import (
     open_regular,
 )
 from loopwarden.transcripts._detect import detect_format
+from loopwarden.transcripts._formats import BY_NAME, FORMATS
 from loopwarden.types import ToolCall
 
 __all__ = [
@@ -53,19 +45,6 @@ __all__ = [
 
 logger = logging.getLogger("loopwarden.transcripts")
 
-_Reader = Callable[[Path, Reporter], Iterator[ToolCall]]
-
-_READERS: dict[str, _Reader] = {
-    "openclaw": openclaw.read,
-    "claude-code": claude_code.read,
-    "claude-code-md": claude_code_md.read,
-    "openai-chat": openai_chat.read,
-    "swe-agent": swe_agent.read,
-    "openhands": openhands.read,
-    "loopwarden": loopwarden_jsonl.read,
-}
-
-FORMATS: tuple[str, ...] = tuple(_READERS)
 
 # Hidden folders are skipped when walking, except the ones agents keep their sessions in.
 _HIDDEN_TRANSCRIPT_DIRS = (".openclaw", ".claude", ".openhands")
@@ -101,7 +80,7 @@ def read_transcript(
     """
     if format is None:
         format = "auto"
-    if format != "auto" and format not in _READERS:
+    if format != "auto" and format not in BY_NAME:
         raise ValueError(f"unknown transcript format {format!r}; expected one of {FORMATS}")
     return _read(Path(path), format, on_problem)
 
@@ -124,7 +103,7 @@ def _read_guarded(path: Path, format: str, report: Reporter) -> Iterator[ToolCal
             empty = path.stat().st_size == 0
             report(None, "empty file" if empty else "not a recognised transcript format")
             return
-        yield from _READERS[name](path, report)
+        yield from BY_NAME[name].read(path, report)
     except CallbackError:
         raise
     except OSError as exc:

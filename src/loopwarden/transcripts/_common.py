@@ -24,6 +24,7 @@ __all__ = [
     "ProblemCallback",
     "ReadProblem",
     "Reporter",
+    "Turns",
     "content_text",
     "first_line_is_object",
     "iter_json_lines",
@@ -31,6 +32,7 @@ __all__ = [
     "not_regular_reason",
     "open_regular",
     "parse_json_args",
+    "read_lines_or_document",
 ]
 
 logger = logging.getLogger("loopwarden.transcripts")
@@ -240,6 +242,20 @@ def first_line_is_object(path: Path) -> bool:
     return False
 
 
+def read_lines_or_document(
+    path: Path, report: Reporter,
+    lines: Callable[[Path, Reporter], Iterator[ToolCall]],
+    document: Callable[[Any, Reporter], Iterator[ToolCall]],
+) -> Iterator[ToolCall]:
+    """The calls of a format saved either as JSONL (``lines``) or as one JSON document."""
+    if first_line_is_object(path):
+        yield from lines(path, report)
+        return
+    value = load_json_document(path, report)
+    if value is not MISSING:
+        yield from document(value, report)
+
+
 def load_json_document(path: Path, report: Reporter) -> Any:
     """Parse a whole-file JSON document; report and return MISSING when it is not one.
 
@@ -387,3 +403,26 @@ class CallQueue:
         self._reused.clear()
         while self._order:
             yield self._order.popleft().call
+
+
+class Turns:
+    """A conversation being read: its open calls and its user turns. A call's run id is the
+    number of user prompts before it (``u<n>``), behind ``prefix`` when a file holds several
+    conversations (``c2.u1``)."""
+
+    __slots__ = ("prefix", "queue", "report", "user_turns")
+
+    def __init__(self, report: Reporter, prefix: str) -> None:
+        self.report = report
+        self.prefix = prefix
+        self.queue = CallQueue()
+        self.user_turns = 0
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.prefix}u{self.user_turns}"
+
+    def finish(self) -> Iterator[ToolCall]:
+        """The calls still held, results or not, in call order."""
+        yield from self.queue.drain()
+

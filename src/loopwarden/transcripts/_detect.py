@@ -15,22 +15,14 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from loopwarden.transcripts import (
-    claude_code,
-    claude_code_md,
-    loopwarden_jsonl,
-    openai_chat,
-    openclaw,
-    openhands,
-    swe_agent,
-)
 from loopwarden.transcripts._common import not_regular_reason, open_regular
+from loopwarden.transcripts._formats import DOCUMENT_SNIFFERS, HEAD_SNIFFERS, RECORD_SNIFFERS
 
 __all__ = ["HEAD_BYTES", "detect_format"]
 
@@ -41,22 +33,6 @@ HEAD_BYTES = 64 * 1024
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 _MAX_LINES = 20
 
-# Record-level sniffers for JSONL, most specific first.
-_RECORD_SNIFFERS: tuple[tuple[str, Callable[[dict[str, Any]], bool]], ...] = (
-    ("openclaw", openclaw.sniff),
-    ("claude-code", claude_code.sniff),
-    ("loopwarden", loopwarden_jsonl.sniff),
-    ("swe-agent", swe_agent.sniff),
-    ("openhands", openhands.sniff),
-    ("openai-chat", openai_chat.sniff),
-)
-# Document-level sniffers: SWE-agent and OpenHands documents contain chat messages too, so
-# they are asked before the chat reader.
-_DOCUMENT_SNIFFERS: tuple[tuple[str, Callable[[Any], bool]], ...] = (
-    ("swe-agent", swe_agent.sniff),
-    ("openhands", openhands.sniff),
-    ("openai-chat", openai_chat.sniff),
-)
 # A string, a structural character, or a lone quote: a string the head cut short.
 _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]|"', re.DOTALL)
 _CLOSERS = {"[": "]", "{": "}"}
@@ -120,8 +96,9 @@ def _decode(head: bytes) -> str | None:
 
 
 def _from_head(text: str, whole: bool) -> str | None:
-    if claude_code_md.sniff(text[:4096]):
-        return "claude-code-md"
+    for name, sniff in HEAD_SNIFFERS:
+        if sniff(text[:4096]):
+            return name
     body = _past_damaged_lines(text.lstrip("\ufeff \t\r\n"))
     if not body.startswith(("{", "[")):
         return None
@@ -185,7 +162,7 @@ def _loads_line(line: str) -> Any:
 
 def _classify_records(records: Iterable[dict[str, Any]]) -> str | None:
     for record in records:
-        for name, sniff in _RECORD_SNIFFERS:
+        for name, sniff in RECORD_SNIFFERS:
             if sniff(record):
                 return name
     return None
@@ -203,7 +180,7 @@ def _classify_text(text: str) -> str | None:
 
 
 def _classify_document(value: Any) -> str | None:
-    for name, sniff in _DOCUMENT_SNIFFERS:
+    for name, sniff in DOCUMENT_SNIFFERS:
         if sniff(value):
             return name
     if isinstance(value, dict):

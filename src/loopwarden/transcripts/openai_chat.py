@@ -29,15 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.transcripts._common import (
-    CallQueue,
     Reporter,
+    Turns,
     content_text,
-    first_line_is_object,
     iter_json_lines,
-    load_json_document,
     parse_json_args,
+    read_lines_or_document,
 )
-from loopwarden.types import MISSING, ToolCall
+from loopwarden.types import ToolCall
 
 __all__ = ["read", "sniff"]
 
@@ -69,12 +68,10 @@ def _has_role(message: dict[str, Any]) -> bool:
 
 
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
-    if first_line_is_object(path):
-        yield from _read_jsonl(path, report)
-        return
-    document = load_json_document(path, report)
-    if document is MISSING:
-        return
+    return read_lines_or_document(path, report, _read_jsonl, _read_document)
+
+
+def _read_document(document: Any, report: Reporter) -> Iterator[ToolCall]:
     conversations = _conversations(document)
     if conversations is None:
         report(None, "no chat messages found (expected a message list, 'messages' or 'traj')")
@@ -134,16 +131,10 @@ def _conversation(
     yield from chat.finish()
 
 
-class _Chat:
+class _Chat(Turns):
     """One conversation: pairs tool messages with the calls of earlier assistant messages."""
 
-    __slots__ = ("prefix", "queue", "report", "user_turns")
-
-    def __init__(self, report: Reporter, prefix: str) -> None:
-        self.report = report
-        self.prefix = prefix
-        self.queue = CallQueue()
-        self.user_turns = 0
+    __slots__ = ()
 
     def message(self, message: Any, lineno: int | None, position: int | None) -> Iterator[ToolCall]:
         if not isinstance(message, dict):
@@ -157,13 +148,6 @@ class _Chat:
         elif role in ("tool", "function"):
             self._result(message, lineno, position)
         yield from self.queue.ready()
-
-    def finish(self) -> Iterator[ToolCall]:
-        yield from self.queue.drain()
-
-    @property
-    def run_id(self) -> str:
-        return f"{self.prefix}u{self.user_turns}"
 
     def _calls(self, message: dict[str, Any], lineno: int | None, position: int | None) -> None:
         tool_calls = message.get("tool_calls")

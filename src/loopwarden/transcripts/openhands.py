@@ -29,12 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.transcripts._common import (
-    CallQueue,
     Reporter,
+    Turns,
     content_text,
-    first_line_is_object,
     iter_json_lines,
-    load_json_document,
+    read_lines_or_document,
 )
 from loopwarden.types import MISSING, ToolCall
 
@@ -68,12 +67,10 @@ def _is_event(value: Any) -> bool:
 
 
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
-    if first_line_is_object(path):
-        yield from _read_jsonl(path, report)
-        return
-    document = load_json_document(path, report)
-    if document is MISSING:
-        return
+    return read_lines_or_document(path, report, _read_jsonl, _read_document)
+
+
+def _read_document(document: Any, report: Reporter) -> Iterator[ToolCall]:
     if isinstance(document, dict) and isinstance(document.get("history"), list):
         yield from _History(report, "").read(document["history"], None)
     elif isinstance(document, list):
@@ -101,16 +98,10 @@ def _read_jsonl(path: Path, report: Reporter) -> Iterator[ToolCall]:
     yield from events.finish()
 
 
-class _History:
+class _History(Turns):
     """One history: pairs observations with their actions by ``cause``."""
 
-    __slots__ = ("prefix", "queue", "report", "user_turns")
-
-    def __init__(self, report: Reporter, prefix: str) -> None:
-        self.report = report
-        self.prefix = prefix
-        self.queue = CallQueue()
-        self.user_turns = 0
+    __slots__ = ()
 
     def read(self, history: list[Any], lineno: int | None) -> Iterator[ToolCall]:
         for index, item in enumerate(history):
@@ -129,9 +120,6 @@ class _History:
         elif isinstance(event.get("observation"), str):
             self._observation(event)
         yield from self.queue.ready()
-
-    def finish(self) -> Iterator[ToolCall]:
-        yield from self.queue.drain()
 
     def _pair(self, pair: list[Any], lineno: int | None, index: int) -> Iterator[ToolCall]:
         action, observation = pair
@@ -173,7 +161,7 @@ class _History:
             name,
             args,
             call_id if isinstance(call_id, str) else None,
-            f"{self.prefix}u{self.user_turns}",
+            self.run_id,
         )
 
     def _observation(self, event: dict[str, Any]) -> None:
@@ -190,7 +178,7 @@ class _History:
                 name,
                 {},
                 call_id if isinstance(call_id, str) else None,
-                f"{self.prefix}u{self.user_turns}",
+                self.run_id,
                 result,
                 error,
             )
