@@ -4,11 +4,11 @@ Every fenced block of README.md is parsed, in order:
 
 - ```python blocks run, each in a fresh ``python`` subprocess (a timeout, a temporary folder as
   the working directory and ``$HOME``, ``PYTHONPATH`` inherited);
-- ```bash and ```console blocks run line by line in ``bash`` in such a folder, with the bundled
-  ``examples/`` copied in and ``loopwarden`` / ``python`` on ``PATH`` meaning this checkout.
-  A ```console block's ``$ command`` lines are compared with the output printed under them
-  (stderr included; a ``...`` line stands for any lines). Lines that install packages
-  (``pip install``) are not run.
+- ```bash blocks run as one ``bash`` script (``set -eo pipefail``) in such a folder, with the
+  bundled ``examples/`` copied in and ``loopwarden`` / ``python`` on ``PATH`` meaning this
+  checkout; ```console blocks run each ``$ command`` there and compare its output (stderr
+  included) with the lines printed under it (a ``...`` line stands for any lines). Lines that
+  install packages (``pip install``) are not run.
 
 HTML comments right before a block (invisible on GitHub) say what it needs:
 
@@ -285,16 +285,12 @@ def shell_commands(block: Block) -> list[tuple[str, str | None]]:
                 pairs[-1] = (pairs[-1][0], f"{pairs[-1][1]}{line}\n")
             elif line.strip():
                 raise ReadmeError(f"{block.id}: console output before the first '$ ' line")
-    else:
-        command = ""
-        for line in lines:
-            command += line[:-1] + " " if line.endswith("\\") else line
-            if line.endswith("\\"):
-                continue
-            if command.strip() and not command.lstrip().startswith("#"):
-                pairs.append((command, None))
-            command = ""
-    return [(c, out) for c, out in pairs if "pip install" not in c]
+        return [(c, out) for c, out in pairs if "pip install" not in c]
+    # A bash block is one script (loops span lines); it stops at the first failing command.
+    script = [line for line in lines if "pip install" not in line]
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in script):
+        return []
+    return [("set -eo pipefail\n" + "\n".join(script), None)]
 
 
 def skip_reason(block: Block) -> str | None:
