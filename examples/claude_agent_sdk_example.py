@@ -2,7 +2,7 @@
 for Claude Code keeps polling the same job; loopwarden's hooks warn Claude at the 11th call and
 deny the call from the 21st.
 
-Run: python examples/claude_agent_sdk_example.py   (needs: pip install "loopwarden[claude]")
+Run: python examples/claude_agent_sdk_example.py   (needs: pip install ".[claude]" from a clone)
 
 ``FakeClaudeCode`` speaks the SDK's control protocol the way the CLI does (it sends each hook
 request and obeys the answer), so the part that matters is real: ``ClaudeAgentOptions(hooks=...)``

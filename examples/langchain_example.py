@@ -1,7 +1,7 @@
 """loopwarden + LangChain v1 ``create_agent``, without an LLM: a scripted model keeps asking for
 the same status check; loopwarden warns the model at the 11th call and blocks from the 21st.
 
-Run: python examples/langchain_example.py   (needs: pip install "loopwarden[langchain]")
+Run: python examples/langchain_example.py   (needs: pip install ".[langchain]" from a clone)
 """
 
 from __future__ import annotations

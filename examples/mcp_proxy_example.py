@@ -2,7 +2,7 @@
 
 The script plays both parts: run plainly, it is a scripted "agent" (an MCP client) that keeps
 polling a stuck job through the proxy; with ``--serve`` it is the MCP server the proxy starts.
-No LLM, no network. Needs ``pip install "loopwarden[mcp]"``.
+No LLM, no network. Needs ``pip install ".[mcp]"`` (from a clone).
 
     python examples/mcp_proxy_example.py
 

@@ -2,7 +2,7 @@
 keeps asking for the same status check; loopwarden warns the model at the 11th call and rejects
 the call from the 21st on.
 
-Run: python examples/openai_agents_example.py   (needs: pip install "loopwarden[openai-agents]")
+Run: python examples/openai_agents_example.py   (needs: pip install ".[openai-agents]" from a clone)
 """
 
 from __future__ import annotations

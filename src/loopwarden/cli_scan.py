@@ -274,7 +274,8 @@ def _html_report(config: LoopDetectionConfig, tokenizer: str,
     # matplotlib (the optional "report" extra) is imported only when a plot is drawn; check
     # now that it is there, so that a long scan does not end in this error.
     if importlib.util.find_spec("matplotlib") is None:
-        _fail("--html needs matplotlib; install loopwarden[report]")
+        _fail("--html needs matplotlib; install the 'report' extra (pip install '.[report]' in a "
+              "clone, pip install 'loopwarden[report]' after a release)")
     from .report.html import HtmlReport
     from .report.tokens import TokenizerError, token_estimator
 
