@@ -54,9 +54,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeGuard
 
+from .._text import content_text
 from ..config import LoopDetectionConfig
 from ..guard import LoopGuard, Verdict, append_note
-from ..transcripts import content_text
 from ..types import MISSING
 from ._stdio_lines import CHUNK, Overlong, ThreadWriter, frames, parse_size, peek, thread_chunks
 
