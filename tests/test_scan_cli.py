@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from loopwarden import LoopDetectionConfig
 from loopwarden.cli_scan import register, resolve_config
 from loopwarden.findings import Finding
-from loopwarden.report import CallTrace, loop_spans, output_chars, scan_file
+from loopwarden.scan import CallTrace, loop_spans, output_chars, scan_file
 from loopwarden.types import MISSING, ToolCall
 
 REPO = Path(__file__).resolve().parents[1]

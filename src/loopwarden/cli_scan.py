@@ -43,7 +43,6 @@ from .evaluation import (
     markdown_table,
 )
 from .report._text import json_text, printable
-from .report.scan import FileScan, scanning
 from .report.table import (
     CLEAN_LIST_LIMIT,
     SORTS,
@@ -53,6 +52,7 @@ from .report.table import (
     print_scan_table,
     sort_rows,
 )
+from .scan import FileScan, scanning
 from .transcripts import FORMATS, ReadProblem, iter_transcript_files
 
 if TYPE_CHECKING:
