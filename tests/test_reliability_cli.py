@@ -359,7 +359,7 @@ def test_ctrl_c_exits_130_not_1() -> None:
 
 
 def test_claude_hook_crashes_stay_non_blocking() -> None:
-    from loopwarden.cli import _guarded
+    from loopwarden.cli.application import _guarded
 
     def hook() -> None:
         raise RuntimeError("boom")

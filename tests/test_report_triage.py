@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig
 from loopwarden._redact import MASK, mask_secrets
-from loopwarden.cli_scan import register
+from loopwarden.cli.scan import register
 from loopwarden.report import plotter
 from loopwarden.report.html import HtmlReport, render_html
 from loopwarden.report.loops import RESULT_LIMIT, excerpt, loop_reports
