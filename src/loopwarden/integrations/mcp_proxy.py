@@ -357,8 +357,8 @@ class McpLoopGuard:
         will have none."""
         if not isinstance(task, dict):
             return
-        entry = self._tasks.get(task.get("taskId")) if isinstance(task.get("taskId"), str) \
-            else None
+        task_id = task.get("taskId")
+        entry = self._tasks.get(task_id) if isinstance(task_id, str) else None
         if entry is None:
             return
         status = task.get("status")
