@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from loopwarden import LoopDetectionConfig, __version__, replay
-from loopwarden.report.scan import scanning
+from loopwarden.scan import scanning
 from loopwarden.transcripts import iter_transcript_files, read_transcript
 
 

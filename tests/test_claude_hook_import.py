@@ -185,12 +185,12 @@ def test_help_lists_the_options() -> None:
     ["--agent", "-x"], ["--db"], ["--da", "x"], ["--help"], ["extra"], ["--agent", "a", "b"],
 ])
 def test_the_quick_parser_reads_what_argparse_reads(argv: list[str]) -> None:
-    from loopwarden import cli_claude
+    from loopwarden.cli import claude_hook
 
-    quick = cli_claude._quick_parse(argv)
+    quick = claude_hook._quick_parse(argv)
     try:
-        full: Any = vars(cli_claude._parser().parse_args(argv))
-    except cli_claude._HookExit as exc:
+        full: Any = vars(claude_hook._parser().parse_args(argv))
+    except claude_hook._HookExit as exc:
         full = exc.code
     assert quick is None or quick == full  # None: argparse decides (help, errors)
 

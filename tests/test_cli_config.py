@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from loopwarden.cli_config import config_app
+from loopwarden.cli.config import config_app
 
 CONFIG = """
 // OpenClaw gateway config

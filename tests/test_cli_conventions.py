@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig, LoopGuard
 from loopwarden.cli import app
-from loopwarden.report.scan import scan_file, scanning
 from loopwarden.report.table import (
     CLEAN_LIST_LIMIT,
     Row,
@@ -32,6 +31,7 @@ from loopwarden.report.table import (
     print_scan_table,
     wrap_names,
 )
+from loopwarden.scan import scan_file, scanning
 from loopwarden.stores.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig
-from loopwarden.cli_scan import register
+from loopwarden.cli.scan import register
 from loopwarden.evaluation import (
     Label,
     LabelError,

@@ -24,7 +24,7 @@ import typer
 from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig, LoopGuard
-from loopwarden.report import scan_file
+from loopwarden.scan import scan_file
 from loopwarden.stores.sqlite import SQLiteStore
 from loopwarden.transcripts import detect_format
 
@@ -162,7 +162,7 @@ def test_format_detection_and_scan_file_never_open_a_fifo(fifo_folder: tuple[Pat
     result = in_child(
         "import sys\n"
         "from loopwarden.transcripts import detect_format\n"
-        "from loopwarden.report import scan_file\n"
+        "from loopwarden.scan import scan_file\n"
         f"assert detect_format({str(fifo)!r}) is None\n"
         f"scan = scan_file({str(fifo)!r}, format='openclaw')\n"
         "assert scan.format is None and scan.calls == 0, scan\n"
@@ -359,7 +359,7 @@ def test_ctrl_c_exits_130_not_1() -> None:
 
 
 def test_claude_hook_crashes_stay_non_blocking() -> None:
-    from loopwarden.cli import _guarded
+    from loopwarden.cli.application import _guarded
 
     def hook() -> None:
         raise RuntimeError("boom")

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 import loopwarden.config as config_module
-from loopwarden.cli_config import config_app
+from loopwarden.cli.config import config_app
 from loopwarden.config import ConfigError, config_from_mapping, load_config
 
 CHILD_TIMEOUT = 60  # seconds; generous, only there so that a hang fails instead of blocking

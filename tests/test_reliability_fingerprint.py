@@ -122,7 +122,7 @@ for store in (None, SQLiteStore({str(tmp_path / "state.db")!r})):
 def test_store_codecs_and_reports_never_hand_orjson_a_deep_tuple() -> None:
     out = _child(_DEEP_TUPLE + """
 from loopwarden.history import CallRecord, SessionState
-from loopwarden.report import output_chars
+from loopwarden.scan import output_chars
 from loopwarden.stores._codec import decode_state, encode_state, field_text
 state = SessionState()
 state.append(CallRecord(x, "t:0", call_id=x))

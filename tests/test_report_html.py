@@ -16,10 +16,10 @@ import typer
 from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig
-from loopwarden.cli_scan import register
-from loopwarden.report import FileScan, scan_file
+from loopwarden.cli.scan import register
 from loopwarden.report.html import HtmlReport, render_html
 from loopwarden.report.timeline import timeline_figure, timeline_png, timeline_svg
+from loopwarden.scan import FileScan, scan_file
 from loopwarden.transcripts import iter_transcript_files
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"

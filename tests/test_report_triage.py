@@ -29,8 +29,8 @@ from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig
 from loopwarden._redact import MASK, mask_secrets
-from loopwarden.cli_scan import register
-from loopwarden.report import plotter, scan_file
+from loopwarden.cli.scan import register
+from loopwarden.report import plotter
 from loopwarden.report.html import HtmlReport, render_html
 from loopwarden.report.loops import RESULT_LIMIT, excerpt, loop_reports
 from loopwarden.report.timeline import MAX_POINTS, timeline_figure, timeline_view
@@ -39,6 +39,7 @@ from loopwarden.report.tokens import (
     TokenizerError,
     token_estimator,
 )
+from loopwarden.scan import scan_file
 from loopwarden.transcripts import iter_transcript_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -482,7 +483,7 @@ _KILLED_WORKER = """
 import os, signal, sys
 from pathlib import Path
 from loopwarden import LoopDetectionConfig
-from loopwarden.report import scan_file
+from loopwarden.scan import scan_file
 from loopwarden.report import plotter as module
 from loopwarden.report.plotter import Plotter
 module._spare_core = lambda: True

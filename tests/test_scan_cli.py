@@ -13,9 +13,10 @@ import typer
 from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig
-from loopwarden.cli_scan import register, resolve_config
+from loopwarden.cli._common import resolve_config
+from loopwarden.cli.scan import register
 from loopwarden.findings import Finding
-from loopwarden.report import CallTrace, loop_spans, output_chars, scan_file
+from loopwarden.scan import CallTrace, loop_spans, output_chars, scan_file
 from loopwarden.types import MISSING, ToolCall
 
 REPO = Path(__file__).resolve().parents[1]
@@ -207,7 +208,7 @@ def test_cli_module_imports_and_scans_without_matplotlib() -> None:
     code = (
         "import sys, json; sys.modules['matplotlib'] = None\n"
         "import typer; from typer.testing import CliRunner\n"
-        "from loopwarden.cli_scan import register\n"
+        "from loopwarden.cli.scan import register\n"
         "app = typer.Typer()\n"
         "app.callback()(lambda: None)\n"
         "register(app)\n"

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from ._entry import main as cli_main
-from ._entry import quiet_on_broken_pipe
+from .cli._exits import quiet_on_broken_pipe
 
 
 def check_job(job_id: str) -> dict[str, Any]:

@@ -4,11 +4,16 @@ A host hands the guard whatever it has as a session, run, call or agent id, or a
 The guard must never raise into the host because of such a value, and must never hand the
 ``logging`` module an argument that fails while a handler formats or writes it (logging then
 prints "--- Logging error ---" to stderr instead of the line).
+
+:func:`content_text` flattens model-facing content blocks to text; the transcript readers and the
+MCP proxy both need it, so it lives here, below both doors.
 """
 
 from __future__ import annotations
 
-__all__ = ["LOG_NAME_LIMIT", "log_repr", "log_text", "optional_id", "text_id"]
+from typing import Any
+
+__all__ = ["LOG_NAME_LIMIT", "content_text", "log_repr", "log_text", "optional_id", "text_id"]
 
 #: A tool name or id in a log line is cut after this many characters (a name is the model's
 #: text, and may be anything).
@@ -74,3 +79,28 @@ def _type_name(value: object) -> str:
     except Exception:
         return "object"
     return name if type(name) is str else "object"
+
+
+def content_text(content: Any) -> str:
+    """Flatten message content (a string or a list of content blocks) to the text a model saw.
+
+    Text blocks are joined with newlines and every non-text block becomes ``[<type>]``, the
+    way the corpus' normalised twins spell it.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return str(content)
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            text = block.get("text")
+            if block.get("type", "text") == "text" and isinstance(text, str):
+                parts.append(text)
+            else:
+                parts.append(f"[{block.get('type', 'block')}]")
+    return "\n".join(parts)

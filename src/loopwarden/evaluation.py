@@ -34,7 +34,7 @@ from typing import Any
 from .config import LoopDetectionConfig
 from .errors import LoopwardenError
 from .findings import Finding
-from .report.scan import FileScan, scan_file
+from .scan import FileScan, scan_file
 from .transcripts._common import not_regular_reason
 
 __all__ = [

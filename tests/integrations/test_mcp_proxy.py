@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from loopwarden import LoopDetectionConfig, LoopGuard
-from loopwarden.cli_mcp import proxy_config
+from loopwarden.cli.mcp_proxy import proxy_config
 from loopwarden.integrations.mcp_proxy import McpLoopGuard, blocked_response
 
 mcp = pytest.importorskip("mcp")

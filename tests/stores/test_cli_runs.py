@@ -12,7 +12,7 @@ from store_scenarios import ENABLED
 from typer.testing import CliRunner
 
 from loopwarden import LoopGuard
-from loopwarden.cli_runs import default_db_path, register
+from loopwarden.cli.runs import default_db_path, register
 from loopwarden.stores.sqlite import SQLiteStore
 
 runner = CliRunner()

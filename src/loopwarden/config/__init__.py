@@ -22,7 +22,7 @@ import json5 as json5  # tests replace json5.loads through this module
 from ..errors import LoopwardenError as LoopwardenError
 from .errors import ConfigError
 from .errors import Issue as Issue
-from .errors import _key_segment as _key_segment  # cli_config spells key paths with it
+from .errors import _key_segment as _key_segment  # cli/config.py spells key paths with it
 from .model import (
     DetectorsConfig,
     LoopDetectionConfig,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from ..compaction import CompactionLoopPersistedError
 from ..errors import LoopwardenError
@@ -149,7 +149,7 @@ def run_id_of(payload: Mapping[str, Any]) -> str | None:
 def check_exit_behavior(value: object) -> ExitBehavior:
     if value not in EXIT_BEHAVIORS:
         raise ValueError(f"exit_behavior must be one of {', '.join(EXIT_BEHAVIORS)}, not {value!r}")
-    return value  # type: ignore[return-value]
+    return cast(ExitBehavior, value)  # one of EXIT_BEHAVIORS, checked above
 
 
 def pre_tool_use_output(verdict: Verdict, *, exit_behavior: ExitBehavior = "end") -> Output:

@@ -54,9 +54,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeGuard
 
+from .._text import content_text
 from ..config import LoopDetectionConfig
 from ..guard import LoopGuard, Verdict, append_note
-from ..transcripts import content_text
 from ..types import MISSING
 from ._stdio_lines import CHUNK, Overlong, ThreadWriter, frames, parse_size, peek, thread_chunks
 
@@ -357,8 +357,8 @@ class McpLoopGuard:
         will have none."""
         if not isinstance(task, dict):
             return
-        entry = self._tasks.get(task.get("taskId")) if isinstance(task.get("taskId"), str) \
-            else None
+        task_id = task.get("taskId")
+        entry = self._tasks.get(task_id) if isinstance(task_id, str) else None
         if entry is None:
             return
         status = task.get("status")

@@ -1,24 +1,8 @@
-"""Reports over replayed transcripts: per-file scans (``scan``), timelines and HTML.
+"""Reports over scanned transcripts: the scan table, timelines and the HTML triage page.
 
-Only :mod:`loopwarden.report.scan` is imported here. ``html`` (the page), ``loops`` (what it
-says per loop), ``tokens`` (token estimates) and ``plotter`` import no matplotlib; ``timeline``
-needs it (the ``report`` extra) and is imported only when a plot is drawn.
+The scans themselves (:func:`loopwarden.scan.scan_file`, loop spans, output sizes) live one
+layer down in :mod:`loopwarden.scan`, which ``loopwarden eval`` reads too. ``table`` (the
+terminal table), ``html`` (the page), ``loops`` (what it says per loop), ``tokens`` (token
+estimates) and ``plotter`` import no matplotlib; ``timeline`` needs it (the ``report`` extra)
+and is imported only when a plot is drawn.
 """
-
-from __future__ import annotations
-
-from .scan import (
-    MAX_GAP,
-    CallTrace,
-    FileScan,
-    LoopGroup,
-    LoopSpan,
-    loop_groups,
-    loop_spans,
-    output_chars,
-    output_text,
-    scan_file,
-)
-
-__all__ = ["MAX_GAP", "CallTrace", "FileScan", "LoopGroup", "LoopSpan", "loop_groups",
-           "loop_spans", "output_chars", "output_text", "scan_file"]

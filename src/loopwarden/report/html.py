@@ -28,10 +28,10 @@ from pathlib import Path
 
 from .. import __version__
 from ..findings import Finding
+from ..scan import FileScan, covered_ranges
 from ._text import printable
 from .loops import LoopReport, loop_reports
 from .plotter import Plotter
-from .scan import FileScan, covered_ranges
 from .tokens import CharsEstimate, TokenEstimate
 
 __all__ = ["MAX_FINDING_ROWS", "HtmlReport", "render_html"]

@@ -15,8 +15,8 @@ import orjson
 
 from .._redact import mask_secrets
 from ..findings import Finding
+from ..scan import CallTrace, FileScan, LoopSpan, loop_groups
 from ._text import printable
-from .scan import CallTrace, FileScan, LoopSpan, loop_groups
 from .tokens import TokenEstimate
 
 __all__ = [

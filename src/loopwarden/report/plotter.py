@@ -27,7 +27,7 @@ from dataclasses import astuple
 from typing import Any
 
 from ..findings import Finding
-from .scan import CallTrace, FileScan, LoopSpan
+from ..scan import CallTrace, FileScan, LoopSpan
 
 __all__ = ["Plotter"]
 

@@ -26,8 +26,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..scan import FileScan
 from ._text import printable
-from .scan import FileScan
 
 __all__ = [
     "CLEAN_LIST_LIMIT",

@@ -26,8 +26,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..findings import Finding
+from ..scan import CallTrace, FileScan, loop_groups
 from ._text import printable
-from .scan import CallTrace, FileScan, loop_groups
 
 __all__ = [
     "MAX_POINTS",

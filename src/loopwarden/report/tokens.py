@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from .scan import CallTrace
+from ..scan import CallTrace
 
 __all__ = [
     "CHARS_PER_TOKEN",

@@ -16,6 +16,7 @@ import orjson
 
 from loopwarden.types import MISSING, ToolCall
 
+from .._text import content_text
 from ..errors import LoopwardenError
 
 __all__ = [
@@ -312,31 +313,6 @@ def parse_json_args(raw: Any) -> Any:
         return _loads(raw.encode("utf-8"))
     except (ValueError, RecursionError):
         return raw
-
-
-def content_text(content: Any) -> str:
-    """Flatten message content (a string or a list of content blocks) to the text a model saw.
-
-    Text blocks are joined with newlines and every non-text block becomes ``[<type>]``, the
-    way the corpus' normalised twins spell it.
-    """
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return str(content)
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict):
-            text = block.get("text")
-            if block.get("type", "text") == "text" and isinstance(text, str):
-                parts.append(text)
-            else:
-                parts.append(f"[{block.get('type', 'block')}]")
-    return "\n".join(parts)
 
 
 class _Slot:

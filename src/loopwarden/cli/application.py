@@ -1,4 +1,4 @@
-"""The ``loopwarden`` command line: one Typer app, each command family in its own module.
+"""The ``loopwarden`` Typer app: ``--version``, the crash guard, and the command modules.
 
 Exit codes: 0 nothing found (or no ``--fail-on``), 1 findings at or above ``--fail-on``, 2 usage
 or input errors, and any unexpected crash, which prints one ``error:`` line instead of a
@@ -9,7 +9,7 @@ exits 141 without a traceback.
 
 The ``loopwarden`` console script is :func:`loopwarden._entry.main`, which runs
 ``claude-hook`` without loading Typer; :func:`main` here runs the app itself
-(``python -m loopwarden.cli``).
+(``python -m loopwarden.cli``, through :func:`loopwarden.cli.main`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from . import __version__
-from ._entry import BROKEN_PIPE_EXIT_CODE, crash_message, quiet_on_broken_pipe, silence_stdout
-from .cli_config import config_app
+from .. import __version__
+from ._exits import BROKEN_PIPE_EXIT_CODE, crash_message, quiet_on_broken_pipe, silence_stdout
+from .config import config_app
 
 # Exit code of a command that failed unexpectedly (a bug or an unforeseen input).
 _CRASH_EXIT_CODE = 2
@@ -59,12 +59,12 @@ def _root(
 app.add_typer(config_app, name="config", help="Check OpenClaw loop-detection configs.")
 
 # Each module adds its commands with `register(app)`; optional dependencies load inside them.
-_COMMAND_MODULES = ("cli_scan", "cli_calibrate", "cli_runs", "cli_claude", "cli_mcp")
+_COMMAND_MODULES = ("scan", "calibrate", "runs", "claude_hook", "mcp_proxy")
 for _name in _COMMAND_MODULES:
     try:
-        _module = importlib.import_module(f"loopwarden.{_name}")
+        _module = importlib.import_module(f"loopwarden.cli.{_name}")
     except ModuleNotFoundError as exc:  # pragma: no cover - only while a module is being written
-        if exc.name != f"loopwarden.{_name}":
+        if exc.name != f"loopwarden.cli.{_name}":
             raise
         continue
     _module.register(app)

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from .config import ConfigError, LoopDetectionConfig, load_config
+from ..config import ConfigError, LoopDetectionConfig, load_config
 
 __all__ = ["proxy_config", "register"]
 
@@ -61,9 +61,9 @@ def mcp_proxy(
     Exit status: the server's own when it exits first, 0 when the client closes stdin, 128+N
     after signal N (SIGTERM, SIGINT, SIGHUP: the server's process group is stopped first).
     """
-    from .guard import LoopGuard
-    from .integrations._stdio_lines import parse_size
-    from .integrations.mcp_proxy import DEFAULT_MAX_MESSAGE_BYTES, run_proxy
+    from ..guard import LoopGuard
+    from ..integrations._stdio_lines import parse_size
+    from ..integrations.mcp_proxy import DEFAULT_MAX_MESSAGE_BYTES, run_proxy
 
     try:
         effective = proxy_config(config, agent)

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import LoopDetectionConfig
-from ..findings import Finding, replay
-from ..fingerprint import args_hash, json_bytes
-from ..transcripts import ReadProblem, detect_format, read_transcript
-from ..transcripts._common import not_regular_reason
-from ..types import MISSING, ToolCall
+from .config import LoopDetectionConfig
+from .findings import Finding, replay
+from .fingerprint import args_hash, json_bytes
+from .transcripts import ReadProblem, detect_format, read_transcript
+from .transcripts._common import not_regular_reason
+from .types import MISSING, ToolCall
 
 __all__ = [
     "MAX_GAP",

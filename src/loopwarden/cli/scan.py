@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,8 +27,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from .config import PRESETS, ConfigError, LoopDetectionConfig, load_config
-from .evaluation import (
+from ..config import PRESETS, ConfigError, LoopDetectionConfig
+from ..evaluation import (
     GROUPINGS,
     EvalReport,
     GroupMetrics,
@@ -42,9 +42,8 @@ from .evaluation import (
     load_labels,
     markdown_table,
 )
-from .report._text import json_text, printable
-from .report.scan import FileScan, scanning
-from .report.table import (
+from ..report._text import json_text, printable
+from ..report.table import (
     CLEAN_LIST_LIMIT,
     SORTS,
     STDIN,
@@ -53,12 +52,14 @@ from .report.table import (
     print_scan_table,
     sort_rows,
 )
-from .transcripts import FORMATS, ReadProblem, iter_transcript_files
+from ..scan import FileScan, scanning
+from ..transcripts import FORMATS, ReadProblem, iter_transcript_files
+from ._common import check_paths_exist, fail, note, resolve_config, stderr
 
 if TYPE_CHECKING:
-    from .report.html import HtmlReport
+    from ..report.html import HtmlReport
 
-__all__ = ["check_paths_exist", "register", "resolve_config"]
+__all__ = ["register"]
 
 #: Below this many files a progress bar would only flicker.
 PROGRESS_MIN_FILES = 10
@@ -102,28 +103,16 @@ def register(app: typer.Typer) -> None:
 # -- configuration -------------------------------------------------------------------------------
 
 
-def resolve_config(config_path: Path | None = None, agent: str | None = None,
-                   preset: str | None = None) -> LoopDetectionConfig:
-    """The config a scan runs with: detection on unless the config file says otherwise."""
-    config = load_config(config_path, agent_id=agent) if config_path else LoopDetectionConfig()
-    changes: dict[str, Any] = {}
-    if config.enabled is None:
-        changes["enabled"] = True
-    if preset is not None:
-        changes["preset"] = preset
-    return config.with_overrides(**changes) if changes else config
-
-
 def _config_or_exit(config_path: Path | None, agent: str | None,
                     preset: str | None) -> LoopDetectionConfig:
     if agent is not None and config_path is None:
-        _fail("--agent needs --config")
+        fail("--agent needs --config")
     try:
         config = resolve_config(config_path, agent, preset)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if config.enabled is False:
-        _note("the config sets enabled: false, so the rolling detectors report nothing")
+        note("the config sets enabled: false, so the rolling detectors report nothing")
     return config
 
 
@@ -137,41 +126,10 @@ def _settings(config: LoopDetectionConfig) -> dict[str, object]:
     }
 
 
-def _stderr() -> Console:
-    return Console(stderr=True)
-
-
-def _note(message: str) -> None:
-    _stderr().print(Text(f"note: {printable(message)}", style="yellow"), soft_wrap=True)
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    _stderr().print(Text(f"error: {printable(message)}", style="red"), soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def check_paths_exist(paths: Sequence[Path]) -> None:
-    """Exit 2 naming every path that does not exist: a typo must not pass as "no loops"."""
-    missing = [path for path in paths if _missing(path.expanduser())]
-    if missing:
-        names = ", ".join(str(path) for path in missing)
-        _fail(f"no such file or folder: {names}")
-
-
-def _missing(path: Path) -> bool:
-    try:
-        os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return True  # a dangling link too
-    except OSError:
-        return False  # there but unreadable: reading it says so
-    return False
-
-
 @contextmanager
 def _progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
     """``advance(name)``; a live bar on stderr only for many files on a terminal."""
-    console = _stderr()
+    console = stderr()
     if total < PROGRESS_MIN_FILES or not console.is_terminal:
         yield lambda name: None
         return
@@ -241,7 +199,7 @@ def scan(
     check_paths_exist([path for path in paths if str(path) != STDIN])
     report = _html_report(config, tokenizer, price_per_mtok) if html is not None else None
     if html is None and (tokenizer != "chars" or price_per_mtok is not None):
-        _note("--tokenizer and --price-per-mtok only change the --html report")
+        note("--tokenizer and --price-per-mtok only change the --html report")
     with _stdin_copy(paths) as stdin_file:
         outcome = _scan_all(paths, config, format, report, jobs, stdin_file)
     if report is not None and html is not None:
@@ -254,7 +212,7 @@ def scan(
     else:
         _print_scan(paths, outcome, rows, list_all)
     if outcome.nothing_usable:
-        _fail("nothing to scan: no argument is a transcript or a folder that can be listed")
+        fail("nothing to scan: no argument is a transcript or a folder that can be listed")
     if _failed(outcome.scans, fail_on):
         raise typer.Exit(1)
 
@@ -263,8 +221,8 @@ def _write_html(report: HtmlReport, path: Path) -> None:
     try:
         report.write(path)
     except OSError as exc:
-        _fail(f"cannot write the HTML report to {path}: {exc.strerror or exc}")
-    _stderr().print(Text(f"wrote {printable(str(path))}"), soft_wrap=True)
+        fail(f"cannot write the HTML report to {path}: {exc.strerror or exc}")
+    stderr().print(Text(f"wrote {printable(str(path))}"), soft_wrap=True)
 
 
 def _html_report(config: LoopDetectionConfig, tokenizer: str,
@@ -274,15 +232,15 @@ def _html_report(config: LoopDetectionConfig, tokenizer: str,
     # matplotlib (the optional "report" extra) is imported only when a plot is drawn; check
     # now that it is there, so that a long scan does not end in this error.
     if importlib.util.find_spec("matplotlib") is None:
-        _fail("--html needs matplotlib; install the 'report' extra (pip install '.[report]' in a "
-              "clone, pip install 'loopwarden[report]' after a release)")
-    from .report.html import HtmlReport
-    from .report.tokens import TokenizerError, token_estimator
+        fail("--html needs matplotlib; install the 'report' extra (pip install '.[report]' in a "
+             "clone, pip install 'loopwarden[report]' after a release)")
+    from ..report.html import HtmlReport
+    from ..report.tokens import TokenizerError, token_estimator
 
     try:
         tokens = token_estimator(tokenizer)
     except TokenizerError as exc:  # before the scan: a long scan must not end in this error
-        _fail(str(exc))
+        fail(str(exc))
     return HtmlReport(settings=_settings(config), tokens=tokens, price_per_mtok=price_per_mtok,
                       background=True)
 
@@ -465,9 +423,9 @@ def _print_scan(paths: Sequence[Path], outcome: ScanOutcome, rows: Sequence[Row]
 def _print_problems(scans: Sequence[FileScan], skipped: Sequence[Skipped]) -> None:
     problems = [problem for scan in scans for problem in scan.problems]
     for problem in problems[:10]:
-        _note(str(problem))
+        note(str(problem))
     if len(problems) > 10:
-        _note(f"{len(problems) - 10} more read problems (see --json)")
+        note(f"{len(problems) - 10} more read problems (see --json)")
     _print_skipped(skipped)
 
 
@@ -480,12 +438,12 @@ def _print_skipped(skipped: Sequence[Skipped], *, summary: bool = True) -> None:
     """One note per skipped path that deserves one; a count for the ordinary non-transcripts."""
     loud = [skip for skip in skipped if _loud(skip)]
     for skip in loud[:10]:
-        _note(f"skipped {skip.path}: {skip.reason}")
+        note(f"skipped {skip.path}: {skip.reason}")
     if len(loud) > 10:
-        _note(f"skipped {len(loud) - 10} more files" + (" (see --json)" if summary else ""))
+        note(f"skipped {len(loud) - 10} more files" + (" (see --json)" if summary else ""))
     quiet = len(skipped) - len(loud)
     if quiet and summary:
-        _note(f"skipped {quiet} files that are not recognised transcripts")
+        note(f"skipped {quiet} files that are not recognised transcripts")
 
 
 # -- eval ----------------------------------------------------------------------------------------
@@ -517,12 +475,12 @@ def eval_(
     try:
         entries = load_labels(labels)
     except LabelError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     base = root if root is not None else labels.parent
     with _progress(len(entries), "evaluating") as advance:
         report = evaluate(entries, base, config, on_scanned=lambda label, _: advance(label.file))
     if not report.outcomes:
-        _fail(f"none of the {len(entries)} labelled files was found under {base}")
+        fail(f"none of the {len(entries)} labelled files was found under {base}")
     if as_json:
         data = {"labels": str(labels), "root": str(base), "config": _settings(config),
                 **report.to_json()}
@@ -593,7 +551,7 @@ def _print_eval(report: EvalReport, config: LoopDetectionConfig) -> None:
                                      f"#{outcome.first_finding}, {', '.join(outcome.detectors)})")),
                       soft_wrap=True)
     if report.missing:
-        _note(f"{len(report.missing)} labelled files not found, left out: "
+        note(f"{len(report.missing)} labelled files not found, left out: "
               + ", ".join(report.missing[:5]))
 
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .config import (
+from ..config import (
     PRESETS,
     ConfigError,
     LoadedConfig,

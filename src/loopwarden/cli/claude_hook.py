@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from ._entry import crash_message
-from ._paths import DB_ENV, default_db_path
+from .._paths import DB_ENV, default_db_path
+from ._exits import crash_message
 
 if TYPE_CHECKING:
     import argparse
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import typer
     from _typeshed import SupportsWrite
 
-    from .config import LoopDetectionConfig
+    from ..config import LoopDetectionConfig
 
 __all__ = ["default_db_path", "register", "run"]
 
@@ -162,7 +162,7 @@ def run(argv: Sequence[str]) -> int:
             sys.stderr.write(exc.message + "\n")
         return exc.code
     except BrokenPipeError:
-        raise  # nobody reads the answer: the caller exits 141 (_entry.quiet_on_broken_pipe)
+        raise  # nobody reads the answer: the caller exits 141 (_exits.quiet_on_broken_pipe)
     except Exception as exc:  # a bug: one line on stderr, and Claude Code goes on
         if os.environ.get("LOOPWARDEN_DEBUG"):
             traceback.print_exception(exc, file=sys.stderr)
@@ -173,7 +173,7 @@ def run(argv: Sequence[str]) -> int:
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,
             exit_behavior: str) -> None:
-    from .integrations.claude_code_hook import HANDLED_EVENTS
+    from ..integrations.claude_code_hook import HANDLED_EVENTS
 
     payload = _read_payload()
     if payload.get("hook_event_name") not in HANDLED_EVENTS:
@@ -189,15 +189,15 @@ def _handle(
     payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None,
     exit_behavior: str = "end",
 ) -> dict[str, Any]:
-    from .errors import LoopwardenError
-    from .events import LoggingSink
-    from .guard import LoopGuard
-    from .integrations.claude_code_hook import (
+    from ..errors import LoopwardenError
+    from ..events import LoggingSink
+    from ..guard import LoopGuard
+    from ..integrations.claude_code_hook import (
         ClaudeCodeHook,
         HookPayloadError,
         check_exit_behavior,
     )
-    from .stores.sqlite import SQLiteStore
+    from ..stores.sqlite import SQLiteStore
 
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -252,7 +252,7 @@ def _hook_config(path: Path | None, agent: str | None, db: Path) -> LoopDetectio
     an edited config (or an upgrade) is validated again on the next call; an unreadable or
     damaged cache is only slower. The guard gets a plain snapshot of the values either way.
     """
-    from ._config_snapshot import snapshot_from_dict, snapshot_of
+    from .._config_snapshot import snapshot_from_dict, snapshot_of
 
     cache = db.with_name(db.name + _CONFIG_CACHE_SUFFIX)
     key = _config_key(path, agent)
@@ -272,7 +272,7 @@ def _hook_config(path: Path | None, agent: str | None, db: Path) -> LoopDetectio
 
 
 def _validated_config(path: Path | None, agent: str | None) -> LoopDetectionConfig:
-    from .config import LoopDetectionConfig, load_config
+    from ..config import LoopDetectionConfig, load_config
 
     config = load_config(path, agent) if path is not None else LoopDetectionConfig()
     if config.enabled is None:
@@ -290,11 +290,12 @@ _MAX_CACHED_CONFIG_BYTES = 16 * 1024 * 1024
 def _config_key(path: Path | None, agent: str | None) -> str | None:
     """What the validated config depends on, or None when that cannot be told cheaply (the
     file is not a readable regular file: validation then reports why)."""
-    from . import __version__
+    from .. import __version__
 
     try:
-        # Every module of the config package: what validation means is written there.
-        package = Path(__file__).with_name("config")
+        # Every module of the config package (loopwarden/config/, beside this cli/ package):
+        # what validation means is written there.
+        package = Path(__file__).parents[1] / "config"
         code = sorted((entry.name, entry.stat().st_size, entry.stat().st_mtime_ns)
                       for entry in os.scandir(package) if entry.name.endswith(".py"))
         digest = None if path is None else _file_digest(path)
