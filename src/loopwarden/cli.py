@@ -59,7 +59,7 @@ def _root(
 app.add_typer(config_app, name="config", help="Check OpenClaw loop-detection configs.")
 
 # Each module adds its commands with `register(app)`; optional dependencies load inside them.
-_COMMAND_MODULES = ("cli_scan", "cli_calibrate", "cli_runs", "cli_claude", "cli_mcp")
+_COMMAND_MODULES = ("cli_scan", "cli_calibrate", "cli_runs", "cli_claude", "cli_mcp", "cli_install")
 for _name in _COMMAND_MODULES:
     try:
         _module = importlib.import_module(f"loopwarden.{_name}")
