@@ -32,6 +32,8 @@ from .history import (
     CallRecord,
     SessionState,
     normalize_run_id,
+    warning_bucket,
+    warning_key,
 )
 from .learning import Leaves, leaves_of
 from .profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
@@ -497,7 +499,7 @@ class LoopDetector:
             return None
         detection = evaluate(Facts.measure(state, run, call, limits), limits)
         if detection is not None:
-            _log_detection(detection, call.tool_name)
+            _log_detection(detection, call.tool_name, state, run, limits)
         return detection
 
 
@@ -517,7 +519,16 @@ def error_identity(args_hash: str, error: Any) -> str:
     return hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
 
 
-def _log_detection(detection: Detection, tool: str) -> None:
+def _log_detection(detection: Detection, tool: str, state: SessionState, run: str | None,
+                   limits: Limits) -> None:
+    """The detector's log line. OpenClaw logs it on every evaluation (a warning on every call
+    from the 10th to the 19th); loopwarden logs a warning once per warning bucket, when the
+    guard warns (spec §f.2's dedupe, the same key and bucket), and a critical every time."""
     entry = _DETECTOR_LOG.get((detection.detector, detection.level))
-    if entry is not None and log.isEnabledFor(entry[0]):
-        log.log(entry[0], entry[1].format(tool=log_text(tool), n=detection.count))
+    if entry is None or not log.isEnabledFor(entry[0]):
+        return
+    if detection.level == "warning" and not state.warning_is_new(
+            warning_key(detection.detector, detection.warning_key, tool, run),
+            warning_bucket(detection.count, limits.warning)):
+        return
+    log.log(entry[0], entry[1].format(tool=log_text(tool), n=detection.count))

@@ -31,6 +31,8 @@ __all__ = [
     "RunView",
     "SessionState",
     "normalize_run_id",
+    "warning_bucket",
+    "warning_key",
 ]
 
 
@@ -55,6 +57,20 @@ def normalize_run_id(run_id: object) -> str | None:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def warning_key(detector: str, key: str | None, tool: str, run: str | None) -> str:
+    """The key a warning is deduplicated by (spec §f.2): the detection's own warning key, else
+    detector and tool; prefixed with the run."""
+    key = key or f"{detector}:{tool}"
+    return f"{run}:{key}" if run else key
+
+
+def warning_bucket(count: int, warning_threshold: int) -> int:
+    """The bucket of a warning's count: buckets of ``warningThreshold`` calls (not OpenClaw's
+    fixed 10, which swallows warnings below 10); a detector with its own lower threshold (error
+    repeat, a post-outcome critical) still gets the first bucket."""
+    return max(1, count // warning_threshold)
 
 
 @dataclass(slots=True, eq=False)
@@ -277,10 +293,13 @@ class SessionState:
             position -= 1
         target.insert(position, record)
 
+    def warning_is_new(self, key: str, bucket: int) -> bool:
+        """Whether ``bucket`` is newer than the last one warned for ``key`` (nothing changes)."""
+        return bucket > self.warning_buckets.get(key, 0)
+
     def remember_warning(self, key: str, bucket: int) -> bool:
         """Dedupe: True when ``bucket`` is newer than the last one warned for ``key``."""
-        last = self.warning_buckets.get(key, 0)
-        if bucket <= last:
+        if not self.warning_is_new(key, bucket):
             return False
         self.warning_buckets.pop(key, None)
         self.warning_buckets[key] = bucket

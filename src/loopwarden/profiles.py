@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from ._lazy_re import lazy_pattern
 from .volatile import require_any
 
 __all__ = [
@@ -110,7 +111,8 @@ MUTATING_NAME_VERBS: Final = frozenset(
         "write",
     }
 )
-_NAME_VERB = re.compile(r"^([a-z]+)(?:[_\-.]|(?=[A-Z])|$)")
+# The module's patterns compile on first use (loopwarden._lazy_re): most calls run none.
+_NAME_VERB = lazy_pattern(r"^([a-z]+)(?:[_\-.]|(?=[A-Z])|$)")
 
 # A wait longer than a day is not pacing but a wrong unit or a garbled argument.
 _MAX_WAIT_SECONDS: Final = 86_400.0
@@ -232,10 +234,16 @@ def _alias_tuple(name: str, aliases: Iterable[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
-@dataclass(frozen=True)
 class _Snapshot:
-    profiles: Mapping[str, ToolProfile]  # canonical name -> profile
-    lookup: Mapping[str, ToolProfile]  # canonical name or alias -> profile
+    """One published state of a registry, never changed after publication. (A plain class: a
+    dataclass costs a millisecond to create, at every import of this module.)"""
+
+    __slots__ = ("lookup", "profiles")
+
+    def __init__(self, profiles: Mapping[str, ToolProfile],
+                 lookup: Mapping[str, ToolProfile]) -> None:
+        self.profiles = profiles  # canonical name -> profile
+        self.lookup = lookup  # canonical name or alias -> profile
 
 
 class ProfileRegistry:
@@ -248,9 +256,12 @@ class ProfileRegistry:
 
     def __init__(self, profiles: Iterable[ToolProfile] = ()) -> None:
         self._lock = threading.Lock()
-        self._publish(_Snapshot(profiles={}, lookup={}))
+        # One snapshot for all of them: publishing one per profile is quadratic, and the
+        # default registry is built on every import (every Claude Code hook call).
+        installed: dict[str, ToolProfile] = {}
         for profile in profiles:
-            self.add(profile)
+            _install(installed, profile)
+        self._publish(_build_snapshot(installed))
 
     def register(
         self,
@@ -291,17 +302,8 @@ class ProfileRegistry:
         hashes exec results by status.
         """
         with self._lock:
-            snapshot = self._snapshot
-            profiles = dict(snapshot.profiles)
-            previous = profiles.get(profile.name)
-            if previous is not None and profile.projection is None:
-                profile = dataclasses.replace(profile, _projection=previous.projection)
-            for alias in profile.aliases:
-                owner = profiles.get(alias)
-                if owner is not None and owner.name != profile.name:
-                    raise ValueError(f"alias {alias!r} is already the name of a registered tool")
-            profiles[profile.name] = profile
-            _release_names(profiles, profile)
+            profiles = dict(self._snapshot.profiles)
+            profile = _install(profiles, profile)
             self._publish(_build_snapshot(profiles))
             return profile
 
@@ -373,11 +375,26 @@ class ProfileRegistry:
         return f"ProfileRegistry({list(self.names())!r})"
 
 
+def _install(profiles: dict[str, ToolProfile], profile: ToolProfile) -> ToolProfile:
+    """Put ``profile`` into ``profiles`` as :meth:`ProfileRegistry.add` describes; returns the
+    profile installed (with the previous projection, if it had none)."""
+    previous = profiles.get(profile.name)
+    if previous is not None and profile.projection is None:
+        profile = dataclasses.replace(profile, _projection=previous.projection)
+    for alias in profile.aliases:
+        owner = profiles.get(alias)
+        if owner is not None and owner.name != profile.name:
+            raise ValueError(f"alias {alias!r} is already the name of a registered tool")
+    profiles[profile.name] = profile
+    _release_names(profiles, profile)
+    return profile
+
+
 def _release_names(profiles: dict[str, ToolProfile], new: ToolProfile) -> None:
     """Take ``new``'s name and aliases away from any other profile that still claims them."""
     claimed = {new.name, *new.aliases}
     for other_name, other in list(profiles.items()):
-        if other_name == new.name:
+        if other_name == new.name or not other.aliases:
             continue
         kept = tuple(alias for alias in other.aliases if alias not in claimed)
         if kept != other.aliases:
@@ -425,7 +442,7 @@ def _channel_send(args: object) -> bool:
 
 def mutating_by_name(tool_name: str) -> bool:
     """Whether a tool's (bare) name starts with a state-changing verb (``delete_file``)."""
-    match = _NAME_VERB.match(bare_tool_name(tool_name))
+    match = _NAME_VERB().match(bare_tool_name(tool_name))
     return match is not None and match.group(1).lower() in MUTATING_NAME_VERBS
 
 
@@ -434,9 +451,9 @@ def mutating_by_name(tool_name: str) -> bool:
 _SHELL_WRAPPERS: Final = frozenset({"bash", "sh", "zsh", "-c", "-lc", "-l", "/bin/bash", "/bin/sh"})
 _DURATION_FACTORS: Final = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _SLEEP = r"sleep\s+(\d+(?:\.\d+)?)([smhd]?)"
-_ONLY_SLEEPS = re.compile(rf"\s*(?:{_SLEEP}\s*(?:&&|;)?\s*)+")
-_LEADING_SLEEP = re.compile(rf"\s*{_SLEEP}\s*(?:&&|;)")
-_SLEEPS = re.compile(_SLEEP)
+_ONLY_SLEEPS = lazy_pattern(rf"\s*(?:{_SLEEP}\s*(?:&&|;)?\s*)+")
+_LEADING_SLEEP = lazy_pattern(rf"\s*{_SLEEP}\s*(?:&&|;)")
+_SLEEPS = lazy_pattern(_SLEEP)
 # Conservative on purpose: only commands that plainly write files. A missed mutation costs what
 # loopwarden did before (a repeat counts); a false one would hide a real loop.
 _FILE_COMMANDS = (
@@ -448,9 +465,9 @@ _FILE_COMMANDS = (
     r"|(?:python3?\s+-m\s+)?pip3?\s+(?:install|uninstall)|uv\s+(?:add|remove|sync|pip\s+install)"
     r"|cargo\s+(?:add|install)|go\s+(?:get|mod\s+tidy)"
 )
-_FILE_COMMAND = re.compile(rf"(?:^|&&|\|\||[;|(`]|\$\()\s*(?:sudo\s+)?(?:{_FILE_COMMANDS})\b")
+_FILE_COMMAND = lazy_pattern(rf"(?:^|&&|\|\||[;|(`]|\$\()\s*(?:sudo\s+)?(?:{_FILE_COMMANDS})\b")
 # `> file` and `>> file`, but not `2>&1`, `>/dev/null` or a comparison inside quotes-free tests.
-_REDIRECT = re.compile(r"(?<![0-9&>=<-])>>?\s*(?!&|/dev/null\b)[\w./~\"'$-]")
+_REDIRECT = lazy_pattern(r"(?<![0-9&>=<-])>>?\s*(?!&|/dev/null\b)[\w./~\"'$-]")
 
 
 def _command(args: object) -> str | None:
@@ -474,12 +491,13 @@ def _seconds(number: str, unit: str) -> float:
 
 def shell_changes_files(args: object) -> bool:
     command = _command(args)
-    return command is not None and bool(_FILE_COMMAND.search(command) or _REDIRECT.search(command))
+    return command is not None and bool(
+        _FILE_COMMAND().search(command) or _REDIRECT().search(command))
 
 
 def shell_only_sleeps(args: object) -> bool:
     command = _command(args)
-    return command is not None and _ONLY_SLEEPS.fullmatch(command) is not None
+    return command is not None and _ONLY_SLEEPS().fullmatch(command) is not None
 
 
 def shell_wait_seconds(args: object) -> float | None:
@@ -487,11 +505,12 @@ def shell_wait_seconds(args: object) -> float | None:
     command = _command(args)
     if command is None:
         return None
-    if _ONLY_SLEEPS.fullmatch(command):
-        return sum(_seconds(n, u) for n, u in _SLEEPS.findall(command)) or None
+    if _ONLY_SLEEPS().fullmatch(command):
+        return sum(_seconds(n, u) for n, u in _SLEEPS().findall(command)) or None
     total = 0.0
     position = 0
-    while (match := _LEADING_SLEEP.match(command, position)) is not None:
+    leading_sleep = _LEADING_SLEEP()
+    while (match := leading_sleep.match(command, position)) is not None:
         total += _seconds(match.group(1), match.group(2))
         position = match.end()
     return total or None

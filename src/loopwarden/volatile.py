@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ._lazy_re import lazy_pattern
 
 __all__ = ["VOLATILE_PATTERNS", "has_digit", "mask_value", "mask_volatile", "require_any"]
 
@@ -29,13 +31,27 @@ _AGO_UNITS = r"(?:seconds?|minutes?|hours?|s|m|h)"
 _AGO = r"\b\d+\s?" + _AGO_UNITS + r"\s+ago\b"
 
 _SPANS = (_ISO, _UUID, _HEX, _CLOCK, _EPOCH, _AGO, _COUNTER, _DURATION)
-VOLATILE_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in _SPANS)
+# The patterns compile on first use (see loopwarden._lazy_re): the Claude Code hook imports this
+# module on every call, and only the ``early`` preset and exec failures run them.
+if TYPE_CHECKING:
+    VOLATILE_PATTERNS: tuple[re.Pattern[str], ...]
+
+
+def __getattr__(name: str) -> Any:
+    # VOLATILE_PATTERNS, built on first access (PEP 562) and then an ordinary global.
+    if name != "VOLATILE_PATTERNS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    patterns = tuple(re.compile(p, re.IGNORECASE) for p in _SPANS)
+    globals()[name] = patterns
+    return patterns
+
+
 # One pass over the text: at each position the first alternative that matches wins, in the
 # order above (a full ISO timestamp before its clock part, a UUID before its hex runs).
 # This is the definition; _sub_spans computes the same substitution fast.
-_ALL_SPANS = re.compile("|".join(f"(?:{p})" for p in _SPANS), re.IGNORECASE)
+_ALL_SPANS = lazy_pattern("|".join(f"(?:{p})" for p in _SPANS), re.IGNORECASE)
 
-# _ALL_SPANS.sub costs ~400 ns a character: no alternative starts with something ``re`` can skip
+# _ALL_SPANS().sub costs ~400 ns a character: no alternative starts with something ``re`` can skip
 # ahead to, so all eight are tried at every position. But every match starts with a digit, or
 # with an ASCII letter that begins a word (a UUID or hex run, a counter keyword), and the two
 # kinds of start are found separately.
@@ -45,7 +61,7 @@ _ALL_SPANS = re.compile("|".join(f"(?:{p})" for p in _SPANS), re.IGNORECASE)
 # ``\b`` before it, ``(?<=[0-9])`` a hex digit, ``(?<=1)`` the 1 of an epoch; HEX's required
 # digit is that one. The lookaheads only name the characters the next part must start with,
 # which spares trying each unit after every number.
-_DIGIT_LED = re.compile(
+_DIGIT_LED = lazy_pattern(
     r"\d(?:"
     r"\d{3}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?"
     r"|(?<!\w.)(?:"
@@ -81,7 +97,7 @@ def _shape_table() -> bytes:
 
 
 _SHAPE = _shape_table()
-_LETTER_LED = re.compile(
+_LETTER_LED = lazy_pattern(
     rb" x(?:[x0]{7}|(?:"  # a UUID or hex run | a keyword and the non-word character after it
     + b"|".join(word.encode().translate(_SHAPE)[1:] for word in _COUNTER_WORDS)
     + rb")(?= ))"
@@ -93,34 +109,39 @@ def _letter_led_starts(text: str) -> list[int]:
         for folded, letter in _FOLDS:
             text = text.replace(folded, letter)
     shape = b" " + text.encode("ascii", "replace").translate(_SHAPE)
-    return [match.start() for match in _LETTER_LED.finditer(shape)]
+    return [match.start() for match in _LETTER_LED().finditer(shape)]
 
 
 def _sub_spans(text: str) -> str:
-    """``_ALL_SPANS.sub("#", text)``, an order of magnitude faster."""
-    letter_led = [m for s in _letter_led_starts(text) if (m := _ALL_SPANS.match(text, s))]
+    """``_ALL_SPANS().sub("#", text)``, an order of magnitude faster."""
+    digit_led = _DIGIT_LED()
+    letter_led: list[re.Match[str]] = []
+    starts = _letter_led_starts(text)
+    if starts:
+        all_spans = _ALL_SPANS()
+        letter_led = [m for s in starts if (m := all_spans.match(text, s))]
     if not letter_led:
-        return _DIGIT_LED.sub("#", text)
+        return digit_led.sub("#", text)
     # Rare: merge both kinds of match, left to right, as one scan would take them. ``digit`` is
     # always the first digit-led match at or after ``done``.
     pieces: list[str] = []
     done = 0
-    digit = _DIGIT_LED.search(text)
+    digit = digit_led.search(text)
     for letter in (*letter_led, None):
         while digit is not None and (letter is None or digit.start() < letter.start()):
             pieces += (text[done : digit.start()], "#")
             done = digit.end()
-            digit = _DIGIT_LED.search(text, done)
+            digit = digit_led.search(text, done)
         if letter is not None and letter.start() >= done:
             pieces += (text[done : letter.start()], "#")
             done = letter.end()
             if digit is not None and digit.start() < done:
-                digit = _DIGIT_LED.search(text, done)
+                digit = digit_led.search(text, done)
     pieces.append(text[done:])
     return "".join(pieces)
 
 
-_NON_ASCII_DIGIT = re.compile(r"\d")
+_NON_ASCII_DIGIT = lazy_pattern(r"\d")
 
 
 def has_digit(text: str) -> bool:
@@ -135,7 +156,7 @@ def has_digit(text: str) -> bool:
     ):
         return True
     # ``\d`` also matches non-ASCII decimal digits (Arabic-Indic, fullwidth ...).
-    return not text.isascii() and _NON_ASCII_DIGIT.search(text) is not None
+    return not text.isascii() and _NON_ASCII_DIGIT().search(text) is not None
 
 
 # Pattern -> ASCII words, one of which every match contains. ``re`` scans at 10-30 ns a

@@ -59,7 +59,7 @@ def _root(
 app.add_typer(config_app, name="config", help="Check OpenClaw loop-detection configs.")
 
 # Each module adds its commands with `register(app)`; optional dependencies load inside them.
-_COMMAND_MODULES = ("scan", "calibrate", "runs", "claude_hook", "mcp_proxy")
+_COMMAND_MODULES = ("scan", "calibrate", "runs", "claude_hook", "mcp_proxy", "install")
 for _name in _COMMAND_MODULES:
     try:
         _module = importlib.import_module(f"loopwarden.cli.{_name}")

@@ -17,9 +17,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..events import LoopEvent
 from ..history import SessionState
@@ -86,25 +85,18 @@ _RUNS_QUERY = """
 """
 
 
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """One run's loop events, summarised (what ``loopwarden runs`` lists)."""
+if TYPE_CHECKING:
+    from ._runs import RunSummary
 
-    session: str
-    run: str | None
-    first: int  # epoch ms of the first event
-    last: int
-    events: int
-    warnings: int
-    blocks: int
-    aborts: int
-    agents: tuple[str, ...]
-    detectors: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["agents"], data["detectors"] = list(self.agents), list(self.detectors)
-        return data
+def __getattr__(name: str) -> Any:
+    # RunSummary lives in its own module, loaded by `runs` only: creating the dataclass costs
+    # a millisecond, which the Claude Code hook (a process per tool call) would pay for nothing.
+    if name == "RunSummary":
+        from ._runs import RunSummary
+
+        return RunSummary
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class SQLiteStore:
@@ -283,6 +275,7 @@ class SQLiteStore:
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                check_same_thread=False)
         conn.text_factory = _read_text
+        _keep_wal_on_close(conn)
         try:
             _init_schema(conn, self.timeout)
         except BaseException:
@@ -318,6 +311,22 @@ class SQLiteStore:
             return 0
         cursor = conn.execute("DELETE FROM sessions WHERE updated_at < ?", (self._cutoff(now),))
         return cursor.rowcount
+
+
+def _keep_wal_on_close(conn: sqlite3.Connection) -> None:
+    """Leave the WAL file as it is when this connection closes (Python 3.12+).
+
+    The last connection to close checkpoints the WAL into the database and deletes it, and the
+    next process to open the file creates it again: two fsyncs per process, 10-20 ms on an
+    ordinary disk, which the Claude Code hook (one process per hook event) would pay on every
+    call. Committed transactions are in the WAL either way, so nothing is less durable; SQLite
+    still checkpoints as the WAL grows (every 1000 pages), and the ``-wal`` and ``-shm`` files
+    stay beside the database."""
+    setconfig = getattr(conn, "setconfig", None)
+    option = getattr(sqlite3, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", None)
+    if setconfig is not None and option is not None:
+        with suppress(sqlite3.Error):  # an SQLite build without the option: only slower
+            setconfig(option, True)
 
 
 def _init_schema(conn: sqlite3.Connection, timeout: float) -> None:
@@ -397,6 +406,8 @@ def _sql_limit(limit: int | None) -> int:
 
 
 def _run_summary(row: tuple[Any, ...]) -> RunSummary:
+    from ._runs import RunSummary
+
     session, run, first, last, count, warns, blocks, aborts, agents, detectors, _ = row
     return RunSummary(
         session=session, run=run, first=int(first), last=int(last), events=int(count),

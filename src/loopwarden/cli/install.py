@@ -1,0 +1,227 @@
+"""``loopwarden install claude-code``: register ``claude-hook`` in Claude Code's settings.json.
+
+The command written is the absolute path of the running ``loopwarden`` (or ``python -m
+loopwarden`` with this interpreter's absolute path), never the bare name: a hook command that
+is not on the PATH Claude Code runs it with exits 127, which Claude Code treats as a
+non-blocking error, so the guard would be silently off. Before the file is touched the command
+is run once with a payload it ignores, so an install that cannot work fails here, not later.
+
+Exit codes: 0 done (or nothing to do), 2 usage or input errors (a settings.json that is not a
+JSON object, a config that does not validate, a hook command that does not run).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from ..integrations.claude_code_settings import (
+    SettingsError,
+    hook_command,
+    install,
+    uninstall,
+)
+
+__all__ = ["hook_executable", "register"]
+
+install_app = typer.Typer(
+    name="install", no_args_is_help=True, add_completion=False,
+    help="Register loopwarden with an agent runtime.",
+)
+
+# What the check run sends: an event the hook does not handle, answered at once without
+# reading a config or touching the database.
+_PROBE = json.dumps({"hook_event_name": "SessionStart", "session_id": "loopwarden-install"})
+_PROBE_TIMEOUT_SECONDS = 60.0
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``install`` command group to the ``loopwarden`` app."""
+    app.add_typer(install_app, name="install")
+
+
+@install_app.command("claude-code")
+def claude_code(
+    user: Annotated[bool, typer.Option(
+        "--user", help="~/.claude/settings.json: every project of this user (the default).",
+    )] = False,
+    project: Annotated[bool, typer.Option(
+        "--project", help="./.claude/settings.json: this project (shared with its repository).",
+    )] = False,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="OpenClaw config file for the hook (validated now, stored absolute).",
+    )] = None,
+    db: Annotated[Path | None, typer.Option(
+        "--db", help="SQLite file of the hook (default, at run time: $LOOPWARDEN_DB or "
+        "~/.loopwarden/loopwarden.db).",
+    )] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", help="Agent id whose per-agent loopDetection override applies.",
+    )] = None,
+    remove: Annotated[bool, typer.Option(
+        "--uninstall", help="Remove loopwarden's hook entries (only those).",
+    )] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the change as a unified diff; write nothing.",
+    )] = False,
+) -> None:
+    """Write the hooks that run `loopwarden claude-hook` into Claude Code's settings.json.
+
+    Events: PreToolUse, PostToolUse, PostToolUseFailure, PreCompact. Safe to run again.
+
+    loopwarden's entries (known by their command) are replaced, never duplicated; others stay.
+
+    A changed file is first backed up (settings.json.TIMESTAMP.bak), then replaced atomically.
+    """
+    if user and project:
+        _error("--user and --project exclude each other")
+    path = _settings_path(project=project)
+    old_text, settings = _read_settings(path)
+    command = None
+    if not remove:
+        command = hook_command(
+            hook_executable(),
+            config=None if config is None else str(_checked_config(config, agent)),
+            db=None if db is None else str(db.expanduser().absolute()),
+            agent=agent,
+        )
+        _check_runs(command)
+    try:
+        new_settings = uninstall(settings) if command is None else install(settings, command)
+    except SettingsError as exc:
+        _error(f"{path}: {exc}; fix or move the file, then run this again")
+    if new_settings == settings:
+        what = "no loopwarden hooks" if remove else "the hooks are already installed"
+        typer.echo(f"{path}: {what}; nothing to change")
+        return
+    new_text = json.dumps(new_settings, indent=2, ensure_ascii=False) + "\n"
+    if dry_run:
+        diff = difflib.unified_diff(
+            (old_text or "").splitlines(keepends=True), new_text.splitlines(keepends=True),
+            fromfile=str(path) if old_text is not None else "/dev/null", tofile=str(path))
+        typer.echo("".join(diff), nl=False)
+        return
+    backup = _write_settings(path, new_text, had_file=old_text is not None)
+    done = "removed loopwarden's hooks from" if remove else "installed the Claude Code hooks in"
+    typer.echo(f"{done} {path}" + (f" (backup: {backup})" if backup else ""))
+    if command is not None:
+        typer.echo(f"command: {command}")
+
+
+def hook_executable() -> list[str]:
+    """The argv that runs this loopwarden from anywhere: the ``loopwarden`` script this process
+    was started as, absolute and resolved, else this interpreter with ``-m loopwarden``."""
+    launched = sys.argv[0] if sys.argv else ""
+    if Path(launched).name.lower() in ("loopwarden", "loopwarden.exe"):
+        found = launched if os.sep in launched or (os.altsep and os.altsep in launched) \
+            else shutil.which(launched)
+        if found and Path(found).is_file():
+            return [str(Path(found).resolve())]
+    return [str(Path(sys.executable).absolute()), "-m", "loopwarden"]
+
+
+def _settings_path(*, project: bool) -> Path:
+    if project:
+        return Path.cwd() / ".claude" / "settings.json"
+    return Path.home() / ".claude" / "settings.json"
+
+
+def _read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """(the file's text, its object); (None, {}) when there is no file yet."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, {}
+    except (OSError, UnicodeDecodeError) as exc:
+        _error(f"cannot read {path}: {exc}")
+    try:
+        settings = json.loads(text)
+    except ValueError as exc:
+        _error(f"{path} is not valid JSON ({exc}); fix or move it, then run this again")
+    if not isinstance(settings, dict):
+        _error(f"{path} is not a JSON object; fix or move it, then run this again")
+    return text, settings
+
+
+def _checked_config(config: Path, agent: str | None) -> Path:
+    """The config's absolute path, once it validates: a config the hook cannot load would be
+    reported on every tool call instead."""
+    from ..config import ConfigError, load_config
+
+    absolute = config.expanduser().absolute()
+    try:
+        load_config(absolute, agent)
+    except ConfigError as exc:
+        _error(str(exc))
+    return absolute
+
+
+def _check_runs(command: str) -> None:
+    """Run the hook command once as Claude Code would (through the shell) with an event it
+    ignores; refuse to install a command that fails."""
+    try:
+        proc = subprocess.run(command, shell=True, input=_PROBE, capture_output=True, text=True,
+                              timeout=_PROBE_TIMEOUT_SECONDS, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _error(f"the hook command did not run ({exc}): {command}")
+    if proc.returncode != 0:
+        detail = " ".join(proc.stderr.split())[:300] or "no message"
+        _error(f"the hook command failed (exit {proc.returncode}: {detail}): {command}")
+
+
+def _write_settings(path: Path, text: str, *, had_file: bool) -> Path | None:
+    """Replace the file atomically (a temp file beside it, then rename), after copying the old
+    one to a timestamped backup; returns the backup's path. A symlinked settings.json (a
+    dotfiles checkout) has its target replaced, so the link stays."""
+    target = Path(os.path.realpath(path))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        backup = _backup(target) if had_file else None
+        mode = target.stat().st_mode & 0o7777 if had_file else _default_mode()
+        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                         suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temporary, mode)
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        _error(f"cannot write {path}: {exc}")
+    return backup
+
+
+def _backup(target: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    backup = target.with_name(f"{target.name}.{stamp}.bak")
+    counter = 1
+    while backup.exists():
+        backup = target.with_name(f"{target.name}.{stamp}-{counter}.bak")
+        counter += 1
+    shutil.copy2(target, backup)
+    return backup
+
+
+def _default_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _error(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)

@@ -1,0 +1,186 @@
+"""loopwarden's hook entries in a Claude Code ``settings.json``, as pure functions on the parsed
+file (``loopwarden install claude-code`` reads, diffs and writes it).
+
+Claude Code's shape::
+
+    {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command",
+                                                           "command": "..."}]}]}}
+
+The three tool events take a tool-name matcher (``"*"``: every tool); ``PreCompact``'s matcher
+is the trigger (``manual``/``auto``), left out so both arm the post-compaction guard.
+
+loopwarden's entries are recognised by their command (a ``loopwarden`` executable or
+``python -m loopwarden`` running ``claude-hook``), never by position, so installing again with
+other options replaces them in place (keeping a matcher or timeout the user set on them), and
+everything else in the file stays as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from collections.abc import Sequence
+from pathlib import PureWindowsPath
+from typing import Any
+
+__all__ = [
+    "HOOK_EVENTS",
+    "SettingsError",
+    "hook_command",
+    "install",
+    "is_loopwarden_command",
+    "uninstall",
+]
+
+HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact")
+_TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+_SUBCOMMAND = "claude-hook"
+_MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden._entry"})
+
+
+class SettingsError(ValueError):
+    """The settings hold something loopwarden will not edit (``hooks`` that is no object...)."""
+
+
+def hook_command(executable: Sequence[str], *, config: str | None = None,
+                 db: str | None = None, agent: str | None = None) -> str:
+    """The shell command of the hook entries: ``executable`` (its argv, e.g. the absolute path
+    of the ``loopwarden`` script) running ``claude-hook`` with the options given, quoted."""
+    argv = [*executable, _SUBCOMMAND]
+    for flag, value in (("--config", config), ("--db", db), ("--agent", agent)):
+        if value is not None:
+            argv += [flag, value]
+    return shlex.join(argv)
+
+
+def is_loopwarden_command(command: object) -> bool:
+    """Whether a hook command runs ``loopwarden claude-hook`` (any path, any options)."""
+    if not isinstance(command, str):
+        return False
+    try:
+        argv = shlex.split(command)
+    except ValueError:  # unbalanced quotes: not a command loopwarden wrote
+        return False
+    if _SUBCOMMAND not in argv:
+        return False
+    at = argv.index(_SUBCOMMAND)
+    if at == 1:
+        # Either separator: a settings.json may have been written on Windows.
+        name = PureWindowsPath(argv[0]).name.lower()
+        return name in ("loopwarden", "loopwarden.exe")
+    return at >= 3 and argv[at - 2] == "-m" and argv[at - 1] in _MODULES
+
+
+def install(settings: dict[str, Any], command: str) -> dict[str, Any]:
+    """``settings`` with loopwarden's four hook entries running ``command``.
+
+    An event that already has a loopwarden entry keeps it where it is, with the new command;
+    any further loopwarden entries of that event are removed. An event without one gets a new
+    group at the end. Nothing else changes; ``settings`` itself is not modified."""
+    result = copy.deepcopy(settings)
+    hooks = _hooks_object(result, create=True)
+    assert hooks is not None  # (create=True makes one)
+    for event in HOOK_EVENTS:
+        groups = _event_groups(hooks, event)
+        placed = _replace_entries(groups, command)
+        if not placed:
+            group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+            if event in _TOOL_EVENTS:
+                group = {"matcher": "*", **group}
+            groups.append(group)
+        hooks[event] = groups
+    return result
+
+
+def uninstall(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` without loopwarden's hook entries, and without the groups, event lists and
+    ``hooks`` object that removing them left empty. Everything else stays."""
+    result = copy.deepcopy(settings)
+    hooks = _hooks_object(result, create=False)
+    if hooks is None:
+        return result
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue  # not Claude Code's shape, and not loopwarden's to judge
+        kept = [g for g in (_without_ours(group) for group in groups) if g is not None]
+        if kept or not groups:
+            hooks[event] = kept
+        else:
+            del hooks[event]  # only loopwarden's entries were there
+    if not hooks and settings.get("hooks"):
+        del result["hooks"]
+    return result
+
+
+def _hooks_object(settings: dict[str, Any], *, create: bool) -> dict[str, Any] | None:
+    hooks = settings.get("hooks")
+    if hooks is None:
+        if not create:
+            return None
+        hooks = settings["hooks"] = {}
+    if not isinstance(hooks, dict):
+        raise SettingsError(f'"hooks" is a {_json_type(hooks)}, not an object')
+    return hooks
+
+
+def _event_groups(hooks: dict[str, Any], event: str) -> list[Any]:
+    groups = hooks.get(event, [])
+    if not isinstance(groups, list):
+        raise SettingsError(f'"hooks.{event}" is a {_json_type(groups)}, not an array')
+    return groups
+
+
+def _entries(group: Any) -> list[Any] | None:
+    """The hook list of a matcher group, None when the group is not Claude Code's shape."""
+    entries = group.get("hooks") if isinstance(group, dict) else None
+    return entries if isinstance(entries, list) else None
+
+
+def _is_ours(entry: Any) -> bool:
+    return isinstance(entry, dict) and is_loopwarden_command(entry.get("command"))
+
+
+def _replace_entries(groups: list[Any], command: str) -> bool:
+    """Point the first loopwarden entry at ``command`` and drop any other (and a group left
+    empty by that); returns whether there was one."""
+    placed = False
+    for index, group in enumerate(list(groups)):
+        entries = _entries(group)
+        if entries is None or not any(_is_ours(entry) for entry in entries):
+            continue
+        kept = []
+        for entry in entries:
+            if not _is_ours(entry):
+                kept.append(entry)
+            elif not placed:
+                kept.append({**entry, "type": "command", "command": command})
+                placed = True
+        group["hooks"] = kept
+        if not kept:
+            groups[index] = None
+    groups[:] = [group for group in groups if group is not None]
+    return placed
+
+
+def _without_ours(group: Any) -> Any:
+    """The group without loopwarden's entries; None when they were all it held."""
+    entries = _entries(group)
+    if entries is None or not any(_is_ours(entry) for entry in entries):
+        return group
+    kept = [entry for entry in entries if not _is_ours(entry)]
+    if not kept:
+        return None
+    return {**group, "hooks": kept}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "null" if value is None else type(value).__name__
