@@ -454,3 +454,11 @@ def test_scan_on_a_terminal_of_80_columns_fits_too(deep_tree: Path) -> None:
     out = out.replace("\r", "")
     assert "medium-loop.jsonl" in out, out
     assert_fits(out, 80)
+
+
+def test_help_texts_show_their_defaults() -> None:
+    """Rich reads [brackets] in a help text as markup and drops them: `runs --db` once showed
+    'SQLiteStore file .' with its default gone."""
+    result = CliRunner().invoke(app, ["runs", "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert result.exit_code == 0
+    assert "$LOOPWARDEN_DB or ~/.loopwarden/loopwarden.db" in result.output

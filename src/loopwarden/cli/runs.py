@@ -37,8 +37,8 @@ def register(app: typer.Typer) -> None:
 def runs(
     db: Annotated[
         Path | None,
-        typer.Option("--db", help="SQLiteStore file [default: $LOOPWARDEN_DB or "
-                     "~/.loopwarden/loopwarden.db]."),
+        typer.Option("--db", help="SQLiteStore file (default: $LOOPWARDEN_DB or "
+                     "~/.loopwarden/loopwarden.db)."),
     ] = None,
     session: Annotated[
         str | None, typer.Option("--session", help="Only runs of this session.")
