@@ -7,224 +7,52 @@ transaction, so a Redis retry never re-hashes and the lock is held only for dete
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
 import os
 import threading
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from ._text import log_text, optional_id, text_id
-from .compaction import CompactionLoopPersistedError, PostCompactionGuard
-from .detectors import Detection, Prospect
-from .engine import LoopDetector
-from .errors import LoopTerminatedError, LoopwardenError
-from .events import EventSink, LoggingSink, LoopEvent, deliver
-from .fingerprint import Outcome
-from .history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id, now_ms
-from .learning import Leaves, learn, learned_for, learned_hash
-from .stores.base import Store
-from .stores.memory import MemoryStore
-from .types import MISSING, ToolCall
+from .._text import log_text, optional_id, text_id
+from ..compaction import CompactionLoopPersistedError, PostCompactionGuard
+from ..detectors import Detection, Prospect
+from ..engine import LoopDetector
+from ..events import EventSink, LoggingSink, LoopEvent, deliver
+from ..fingerprint import Outcome
+from ..history import OUTCOME_VETO, CallRecord, SessionState, normalize_run_id, now_ms
+from ..learning import Leaves, learn, learned_for, learned_hash
+from ..stores.base import Store
+from ..stores.memory import MemoryStore
+from ..types import MISSING, ToolCall
+from .decorators import IdSource, wrap
+from .verdicts import (
+    RECOVERY_SIBLING_TEXT,
+    RECOVERY_TEXT,
+    STORE_DOWN_MESSAGE,
+    TERMINAL_SIBLING_TEXT,
+    TERMINAL_TEXT,
+    BatchAdmission,
+    ExitBehavior,
+    GuardStats,
+    Intervention,
+    Verdict,
+    check_exit_behavior,
+)
 
 if TYPE_CHECKING:
-    from .config import LoopDetectionConfig  # only the engine loads it, and only when needed
+    from ..config import LoopDetectionConfig  # only the engine loads it, and only when needed
 
-__all__ = [
-    "BatchAdmission",
-    "ExitBehavior",
-    "GuardStats",
-    "Intervention",
-    "LoopBlockedError",
-    "LoopGuard",
-    "Verdict",
-    "warning_note",
-]
+__all__ = ["DISABLE_ENV", "LoopGuard"]
 
 log = logging.getLogger("loopwarden")
 
-Action = Literal["allow", "warn", "block"]
-#: What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``):
-#: ``"end"`` ends the run with :data:`STOP_MESSAGE`, ``"error"`` raises
-#: :class:`LoopTerminatedError`, ``"continue"`` only blocks calls.
-ExitBehavior = Literal["end", "error", "continue"]
-EXIT_BEHAVIORS: tuple[ExitBehavior, ...] = ("end", "error", "continue")
 DISABLE_ENV = "LOOPWARDEN_DISABLED"
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
-RECOVERY_TEXT = (
-    "Do not repeat this exact tool action. Reassess the task. You may answer the user, ask for "
-    "clarification, or continue with a different tool or different arguments."
-)
-RECOVERY_SIBLING_TEXT = (
-    "This tool was not executed because another call in the batch triggered critical tool-loop "
-    "recovery. Reassess the task before choosing the next action."
-)
-TERMINAL_TEXT = (
-    "Critical tool-loop recovery failed because another critical loop was detected. This run is "
-    "stopping now."
-)
-TERMINAL_SIBLING_TEXT = (
-    "This tool was not executed because another call in the batch repeated a critical tool loop. "
-    "This run is stopping now."
-)
-STOP_MESSAGE = (
-    "loopwarden stopped this run because tool-loop recovery encountered another critical loop. "
-    "No blocked tool action was executed."
-)
-STORE_DOWN_MESSAGE = (
-    "CRITICAL: loopwarden could not reach its state store and is configured to fail closed. "
-    "The tool call was not executed."
-)
 _VETO = Outcome(result_hash=None, outcome_kind=OUTCOME_VETO)
-
-
-def warning_note(count: int) -> str:
-    """The model-visible note OpenClaw appends to a warned tool result (spec §f.2)."""
-    return (
-        f"[System note: Tool-loop warning after {count} repeated calls. Change your approach or "
-        "stop if you are not making progress.]"
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Intervention:
-    """The first critical of an admitted batch (OpenClaw's ``critical-tool-loop``)."""
-
-    tool_call_id: str | None
-    tool_name: str
-    action_key: str
-    detector: str
-    count: int
-    reason: str
-    kind: str = "critical-tool-loop"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "toolCallId": self.tool_call_id, "toolName": self.tool_name,
-                "actionKey": self.action_key, "detector": self.detector, "count": self.count,
-                "reason": self.reason}
-
-
-# Not frozen: two are built per guarded call, and a frozen dataclass costs twice as much to
-# build (each field goes through object.__setattr__). Treat verdicts as values all the same.
-@dataclass(slots=True)
-class Verdict:
-    """The guard's answer for one call: ``allow``, ``warn`` (run it, then annotate the result)
-    or ``block`` (do not run it; hand :meth:`blocked_result` to the model instead)."""
-
-    action: Action
-    detection: Detection | None = None
-    tool_name: str = ""
-    call_id: str | None = None
-    block_text: str | None = None
-    intervention: Intervention | None = None
-    terminate: bool = False
-
-    @property
-    def message(self) -> str | None:
-        if self.block_text is not None:
-            return self.block_text
-        return self.detection.message if self.detection else None
-
-    @property
-    def note(self) -> str | None:
-        """The warning note for the model, for a ``warn`` verdict."""
-        if self.action != "warn" or self.detection is None:
-            return None
-        return warning_note(self.detection.count)
-
-    def blocked_result(self) -> dict[str, Any]:
-        """An OpenClaw-shaped tool result for a blocked call."""
-        text = self.message or ""
-        if self.intervention is None:
-            return {"content": [{"type": "text", "text": text}],
-                    "details": {"status": "blocked", "deniedReason": "tool-loop", "reason": text}}
-        result: dict[str, Any] = {
-            "content": [{"type": "text", "text": text}],
-            "isError": True,
-            "executionStarted": False,
-            "details": {"status": "blocked", "deniedReason": "tool-loop",
-                        "intervention": self.intervention.to_dict()},
-        }
-        if self.terminate:
-            result["terminate"] = True
-        return result
-
-    def annotate(self, result: Any) -> Any:
-        """``result`` with the warning note appended, in the result's own shape (an
-        OpenClaw/MCP content list, a list of blocks, or text); other values are returned
-        unchanged — their door delivers :attr:`note` its own way."""
-        note = self.note
-        if note is None:
-            return result
-        return append_note(result, note)
-
-
-def append_note(result: Any, note: str) -> Any:
-    block = {"type": "text", "text": note}
-    if isinstance(result, dict) and isinstance(result.get("content"), list):
-        return {**result, "content": [*result["content"], block]}
-    if isinstance(result, list):
-        return [*result, block]
-    if isinstance(result, str):
-        return f"{result}\n\n{note}" if result else note
-    if result is None or result is MISSING:
-        return note
-    return result
-
-
-@dataclass(frozen=True, slots=True)
-class BatchAdmission:
-    """One assistant turn's calls, admitted atomically (spec §f.1, V3)."""
-
-    verdicts: tuple[Verdict, ...]
-    intervention: Intervention | None = None
-    terminal: bool = False
-
-    @property
-    def stop_message(self) -> str | None:
-        return STOP_MESSAGE if self.terminal else None
-
-    @property
-    def warnings(self) -> list[dict[str, Any]]:
-        return [{"kind": "tool-loop-warning", "toolCallId": v.call_id, "count": v.detection.count}
-                for v in self.verdicts if v.action == "warn" and v.detection is not None]
-
-
-def check_exit_behavior(value: object) -> ExitBehavior:
-    """``value`` as an :data:`ExitBehavior`; a :class:`ConfigError` (a ``ValueError``) else."""
-    if value not in EXIT_BEHAVIORS:
-        from .config import ConfigError  # (pydantic loads only when a value is wrong)
-
-        raise ConfigError(f"must be one of {', '.join(map(repr, EXIT_BEHAVIORS))}",
-                          path="exit_behavior", value=value)
-    return value
-
-
-def continuing(verdict: Verdict) -> Verdict:
-    """A terminal block as ``exit_behavior="continue"`` hands it to the model: the run goes on,
-    so the texts are the recovery ones and the result carries no ``terminate``."""
-    if not verdict.terminate:
-        return verdict
-    if verdict.intervention is None:  # a one-call door's block: its text is the detection's
-        return replace(verdict, terminate=False)
-    # In a batch the trigger carries the detection, its siblings do not.
-    text = (f"{verdict.detection.message}\n\n{RECOVERY_TEXT}" if verdict.detection is not None
-            else RECOVERY_SIBLING_TEXT)
-    return replace(verdict, block_text=text, terminate=False)
-
-
-def terminated_error(
-    verdict: Verdict, *, session: str | None = None, run_id: str | None = None,
-) -> LoopTerminatedError:
-    """The :class:`LoopTerminatedError` for a terminal ``verdict`` (``terminate=True``)."""
-    return LoopTerminatedError(STOP_MESSAGE, verdict.detection, tool_name=verdict.tool_name,
-                               session=session, run_id=run_id, result=verdict.blocked_result())
 
 
 _disabled_logged = False
@@ -242,27 +70,6 @@ def _disabled_by_env() -> bool:
     return off
 
 
-@dataclass(slots=True)
-class GuardStats:
-    calls: int = 0
-    outcomes: int = 0
-    warnings: int = 0
-    blocks: int = 0
-    aborts: int = 0
-    store_failures: int = 0
-    internal_errors: int = 0
-
-
-class LoopBlockedError(LoopwardenError):
-    """Raised by ``@guard.tool`` / ``guard.wrap`` for a blocked call when asked to raise."""
-
-    def __init__(self, verdict: Verdict) -> None:
-        super().__init__(verdict.message or "tool call blocked by loopwarden")
-        self.verdict = verdict
-
-    @property
-    def blocked_result(self) -> dict[str, Any]:
-        return self.verdict.blocked_result()
 
 
 class _Step:
@@ -305,7 +112,7 @@ class LoopGuard:
         fail_closed: bool = False,
     ) -> None:
         if config is None:
-            from .config import LoopDetectionConfig  # a hook passing its snapshot never loads it
+            from ..config import LoopDetectionConfig  # a hook passing its snapshot never loads it
 
             config = LoopDetectionConfig(enabled=True)
         self.detector = LoopDetector(config, profiles)
@@ -490,56 +297,8 @@ class LoopGuard:
         the terminal stop (a second critical in the same session and run) raises
         :class:`~loopwarden.LoopTerminatedError` unless ``exit_behavior="continue"``, since a
         plain function cannot end its caller's run any other way."""
-        door = _FunctionDoor(self, _tool_name(fn, name), _signature(fn),
-                             _id_source(session, "session"), _id_source(run_id, "run_id"),
-                             on_block, check_exit_behavior(exit_behavior))
-
-        if inspect.iscoroutinefunction(fn):
-            @functools.wraps(fn)
-            async def async_wrapper(*a: Any, **kw: Any) -> Any:
-                try:
-                    args, sid, run = door.ids(a, kw)
-                except Exception as exc:  # e.g. a session callable that raised: run unguarded
-                    self._internal_error(door.tool_name, exc)
-                    return await fn(*a, **kw)
-                tool, cid = door.tool_name, _fresh_call_id()
-                verdict = await self.abefore_tool_call(tool, args, session=sid, run_id=run,
-                                                       call_id=cid)
-                if verdict.action == "block":
-                    return door.blocked(verdict, sid, run)
-                try:
-                    result = await fn(*a, **kw)
-                except Exception as exc:
-                    await self.aafter_tool_call(tool, args, session=sid, run_id=run,
-                                                call_id=cid, error=exc)
-                    raise
-                after = await self.aafter_tool_call(tool, args, session=sid, run_id=run,
-                                                    call_id=cid, result=result)
-                return door.noted(result, verdict, after)
-
-            return cast(F, async_wrapper)
-
-        @functools.wraps(fn)
-        def wrapper(*a: Any, **kw: Any) -> Any:
-            try:
-                args, sid, run = door.ids(a, kw)
-            except Exception as exc:  # e.g. a session callable that raised: run unguarded
-                self._internal_error(door.tool_name, exc)
-                return fn(*a, **kw)
-            tool, cid = door.tool_name, _fresh_call_id()
-            verdict = self.before_tool_call(tool, args, session=sid, run_id=run, call_id=cid)
-            if verdict.action == "block":
-                return door.blocked(verdict, sid, run)
-            try:
-                result = fn(*a, **kw)
-            except Exception as exc:
-                self.after_tool_call(tool, args, session=sid, run_id=run, call_id=cid, error=exc)
-                raise
-            after = self.after_tool_call(tool, args, session=sid, run_id=run, call_id=cid,
-                                         result=result)
-            return door.noted(result, verdict, after)
-
-        return cast(F, wrapper)
+        return wrap(self, fn, name=name, session=session, run_id=run_id, on_block=on_block,
+                    exit_behavior=exit_behavior)
 
     # -- one call through the store ----------------------------------------------------------
 
@@ -1026,23 +785,6 @@ def _as_admitted(prospect: Prospect, record: CallRecord) -> Prospect:
                     prospect.profile)
 
 
-def _fresh_call_id() -> str:
-    """The decorator's call id: its after hook then records the outcome on the admitted call,
-    even when the tool changed its own arguments while it ran (unique across processes that
-    share a store)."""
-    return uuid.uuid4().hex
-
-
-def _tool_name(fn: Callable[..., Any], name: object) -> str:
-    """The decorator's tool name: ``name``, else the function's name (total, see _text)."""
-    text = "" if name is None else text_id(name)
-    if text:
-        return text
-    try:
-        return text_id(getattr(fn, "__name__", "tool")) or "tool"
-    except Exception:
-        return "tool"
-
 
 async def _to_thread(fn: Callable[..., T], /, *args: Any) -> T:
     # asyncio loads on the first async call only: a process that never awaits (the Claude Code
@@ -1050,83 +792,3 @@ async def _to_thread(fn: Callable[..., T], /, *args: Any) -> T:
     import asyncio
 
     return await asyncio.to_thread(fn, *args)
-
-
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-#: A decorator's ``session=`` / ``run_id=``: a string, or a callable of the call's bound
-#: arguments (a dict), or of nothing.
-IdSource = str | Callable[[], str] | Callable[[dict[str, Any]], str]
-
-
-def _id_source(value: object, label: str) -> Callable[[dict[str, Any]], str | None]:
-    if value is None or isinstance(value, str):
-        return lambda _args: value
-    if not callable(value):
-        fixed = text_id(value)  # any other value is an id like the hooks' (see _text)
-        return lambda _args: fixed
-    signature = _signature(value)
-    if signature is not None and not signature.parameters:
-        return lambda _args: cast(Callable[[], str], value)()
-    return lambda args: cast(Callable[[dict[str, Any]], str], value)(dict(args))
-
-
-class _FunctionDoor:
-    """What ``guard.wrap`` needs per call: argument binding, ids, and the block/note policy."""
-
-    __slots__ = ("exit_behavior", "guard", "on_block", "run", "session", "signature",
-                 "tool_name")
-
-    def __init__(self, guard: LoopGuard, tool_name: str, signature: inspect.Signature | None,
-                 session: Callable[[dict[str, Any]], str | None],
-                 run: Callable[[dict[str, Any]], str | None],
-                 on_block: Literal["raise", "return"], exit_behavior: ExitBehavior) -> None:
-        self.guard = guard
-        self.tool_name = tool_name
-        self.signature = signature
-        self.session = session
-        self.run = run
-        self.on_block = on_block
-        self.exit_behavior = exit_behavior
-
-    def ids(self, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[dict[str, Any], str,
-                                                                     str | None]:
-        args = self.bind(a, kw)
-        run = self.run(args)
-        return args, text_id(self.session(args)), optional_id(run)
-
-    def bind(self, a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
-        if self.signature is None:
-            return {"args": list(a), **kw}
-        try:
-            bound = self.signature.bind(*a, **kw)
-        except TypeError:
-            return {"args": list(a), **kw}
-        bound.apply_defaults()
-        return dict(bound.arguments)
-
-    def blocked(self, verdict: Verdict, session: str, run: str | None) -> Any:
-        if verdict.terminate and self.exit_behavior != "continue":
-            raise terminated_error(verdict, session=session, run_id=run)
-        if self.on_block == "raise":
-            raise LoopBlockedError(verdict)
-        return verdict.blocked_result()
-
-    def noted(self, result: Any, *verdicts: Verdict) -> Any:
-        """``result`` with the warning note(s) the model should see."""
-        for verdict in verdicts:
-            note = verdict.note
-            if note is None:
-                continue
-            if isinstance(result, str) or (isinstance(result, dict)
-                                           and isinstance(result.get("content"), list)):
-                result = append_note(result, note)
-            else:
-                log.info("loopwarden: no warning note added to the %s result of %s: %s",
-                         type(result).__name__, self.tool_name, note)
-        return result

@@ -1,0 +1,192 @@
+"""The decorator door: ``@guard.tool`` / ``guard.wrap`` guard a plain sync or async function.
+
+Arguments are bound to the function's parameters (positional and keyword calls hash alike), the
+session and run ids come from strings or callables, and a blocked call raises or returns the
+blocked result.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+
+from .._text import optional_id, text_id
+from .verdicts import (
+    ExitBehavior,
+    LoopBlockedError,
+    Verdict,
+    append_note,
+    check_exit_behavior,
+    terminated_error,
+)
+
+if TYPE_CHECKING:
+    from .loopguard import LoopGuard
+
+__all__ = ["IdSource", "wrap"]
+
+log = logging.getLogger("loopwarden")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+
+def _fresh_call_id() -> str:
+    """The decorator's call id: its after hook then records the outcome on the admitted call,
+    even when the tool changed its own arguments while it ran (unique across processes that
+    share a store)."""
+    return uuid.uuid4().hex
+
+
+def _tool_name(fn: Callable[..., Any], name: object) -> str:
+    """The decorator's tool name: ``name``, else the function's name (total, see _text)."""
+    text = "" if name is None else text_id(name)
+    if text:
+        return text
+    try:
+        return text_id(getattr(fn, "__name__", "tool")) or "tool"
+    except Exception:
+        return "tool"
+
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+#: A decorator's ``session=`` / ``run_id=``: a string, or a callable of the call's bound
+#: arguments (a dict), or of nothing.
+IdSource = str | Callable[[], str] | Callable[[dict[str, Any]], str]
+
+
+def _id_source(value: object, label: str) -> Callable[[dict[str, Any]], str | None]:
+    if value is None or isinstance(value, str):
+        return lambda _args: value
+    if not callable(value):
+        fixed = text_id(value)  # any other value is an id like the hooks' (see _text)
+        return lambda _args: fixed
+    signature = _signature(value)
+    if signature is not None and not signature.parameters:
+        return lambda _args: cast(Callable[[], str], value)()
+    return lambda args: cast(Callable[[dict[str, Any]], str], value)(dict(args))
+
+
+class _FunctionDoor:
+    """What ``guard.wrap`` needs per call: argument binding, ids, and the block/note policy."""
+
+    __slots__ = ("exit_behavior", "guard", "on_block", "run", "session", "signature",
+                 "tool_name")
+
+    def __init__(self, guard: LoopGuard, tool_name: str, signature: inspect.Signature | None,
+                 session: Callable[[dict[str, Any]], str | None],
+                 run: Callable[[dict[str, Any]], str | None],
+                 on_block: Literal["raise", "return"], exit_behavior: ExitBehavior) -> None:
+        self.guard = guard
+        self.tool_name = tool_name
+        self.signature = signature
+        self.session = session
+        self.run = run
+        self.on_block = on_block
+        self.exit_behavior = exit_behavior
+
+    def ids(self, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[dict[str, Any], str,
+                                                                     str | None]:
+        args = self.bind(a, kw)
+        run = self.run(args)
+        return args, text_id(self.session(args)), optional_id(run)
+
+    def bind(self, a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+        if self.signature is None:
+            return {"args": list(a), **kw}
+        try:
+            bound = self.signature.bind(*a, **kw)
+        except TypeError:
+            return {"args": list(a), **kw}
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    def blocked(self, verdict: Verdict, session: str, run: str | None) -> Any:
+        if verdict.terminate and self.exit_behavior != "continue":
+            raise terminated_error(verdict, session=session, run_id=run)
+        if self.on_block == "raise":
+            raise LoopBlockedError(verdict)
+        return verdict.blocked_result()
+
+    def noted(self, result: Any, *verdicts: Verdict) -> Any:
+        """``result`` with the warning note(s) the model should see."""
+        for verdict in verdicts:
+            note = verdict.note
+            if note is None:
+                continue
+            if isinstance(result, str) or (isinstance(result, dict)
+                                           and isinstance(result.get("content"), list)):
+                result = append_note(result, note)
+            else:
+                log.info("loopwarden: no warning note added to the %s result of %s: %s",
+                         type(result).__name__, self.tool_name, note)
+        return result
+
+
+def wrap(
+    guard: LoopGuard, fn: F, *, name: str | None = None, session: IdSource = "default",
+    run_id: IdSource | None = None, on_block: Literal["raise", "return"] = "raise",
+    exit_behavior: ExitBehavior = "end",
+) -> F:
+    """``fn`` guarded by ``guard`` (see :meth:`LoopGuard.wrap`)."""
+    door = _FunctionDoor(guard, _tool_name(fn, name), _signature(fn),
+                         _id_source(session, "session"), _id_source(run_id, "run_id"),
+                         on_block, check_exit_behavior(exit_behavior))
+
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_wrapper(*a: Any, **kw: Any) -> Any:
+            try:
+                args, sid, run = door.ids(a, kw)
+            except Exception as exc:  # e.g. a session callable that raised: run unguarded
+                guard._internal_error(door.tool_name, exc)
+                return await fn(*a, **kw)
+            tool, cid = door.tool_name, _fresh_call_id()
+            verdict = await guard.abefore_tool_call(tool, args, session=sid, run_id=run,
+                                                   call_id=cid)
+            if verdict.action == "block":
+                return door.blocked(verdict, sid, run)
+            try:
+                result = await fn(*a, **kw)
+            except Exception as exc:
+                await guard.aafter_tool_call(tool, args, session=sid, run_id=run,
+                                            call_id=cid, error=exc)
+                raise
+            after = await guard.aafter_tool_call(tool, args, session=sid, run_id=run,
+                                                call_id=cid, result=result)
+            return door.noted(result, verdict, after)
+
+        return cast(F, async_wrapper)
+
+    @functools.wraps(fn)
+    def wrapper(*a: Any, **kw: Any) -> Any:
+        try:
+            args, sid, run = door.ids(a, kw)
+        except Exception as exc:  # e.g. a session callable that raised: run unguarded
+            guard._internal_error(door.tool_name, exc)
+            return fn(*a, **kw)
+        tool, cid = door.tool_name, _fresh_call_id()
+        verdict = guard.before_tool_call(tool, args, session=sid, run_id=run, call_id=cid)
+        if verdict.action == "block":
+            return door.blocked(verdict, sid, run)
+        try:
+            result = fn(*a, **kw)
+        except Exception as exc:
+            guard.after_tool_call(tool, args, session=sid, run_id=run, call_id=cid, error=exc)
+            raise
+        after = guard.after_tool_call(tool, args, session=sid, run_id=run, call_id=cid,
+                                     result=result)
+        return door.noted(result, verdict, after)
+
+    return cast(F, wrapper)
