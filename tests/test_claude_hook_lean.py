@@ -84,6 +84,9 @@ def test_an_ordinary_call_compiles_no_masking_or_shell_pattern(tmp_path: Path) -
         assert compiled_by(report, "loopwarden.volatile") == []
         # What profiles.py compiles is the profiles' own patterns (Bash's background ids).
         assert set(compiled_by(report, "loopwarden.profiles")) <= set(report["held"])
+        # Fingerprinting compiles nothing at import (error texts, envelopes, surrogates).
+        assert [pattern for name, pattern in report["compiled"]
+                if name and name.startswith("loopwarden.fingerprint")] == []
         assert "loopwarden.stores._runs" not in report["modules"]
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import decimal
 import math
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
 
+from .._lazy_re import lazy_pattern
 from .canonical import canonical_json
 from .results import _content_text, _is_list, _is_mapping
 
@@ -74,7 +74,7 @@ _ERROR_ENVELOPE_KEYS: Final = frozenset({
     "error_code", "tool", "docs", "hint", "details", "type", "name", "reason", "stack", "ok",
     "success", "isError", "is_error", "retryable", "requestId", "request_id", "content",
 })
-_EXIT_HEADER: Final = re.compile(r"Exit code ([1-9]\d*)\b")
+_EXIT_HEADER: Final = lazy_pattern(r"Exit code ([1-9]\d*)\b")
 _MAX_PARSED_RESULT: Final = 65_536
 
 
@@ -101,7 +101,7 @@ def result_error_text(result: object) -> str | None:
 
 def _text_error(text: str) -> str | None:
     stripped = text.strip()
-    if stripped.startswith("Exit code ") and _EXIT_HEADER.match(stripped):
+    if stripped.startswith("Exit code ") and _EXIT_HEADER().match(stripped):
         return stripped
     if not (stripped.startswith("{") and stripped.endswith("}")) or len(stripped) > _MAX_PARSED_RESULT:
         return None

@@ -14,6 +14,7 @@ from typing import Final
 
 import orjson
 
+from .._lazy_re import lazy_pattern
 from ..profiles import ProfileRegistry, default_registry
 from ..volatile import has_digit
 from .canonical import canonical_json, canonical_json_slow, orjson_safe
@@ -92,7 +93,8 @@ def mutation_target_hash(
 
 # Every span but the keyword ones starts with a digit; leading with `\d` lets the regex engine
 # skip to digits instead of trying five alternatives at every position (10x faster).
-_WHEN_DIGIT_SPANS: Final = re.compile(
+# (Compiled on first use, like every pattern most calls never run: see loopwarden._lazy_re.)
+_WHEN_DIGIT_SPANS: Final = lazy_pattern(
     r"\d(?:"
     r"\d{3}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:[Zz]|[+-]\d{2}:\d{2})?"  # ISO date-time
     r"|(?<!\w\d)\d?:\d{2}:\d{2}(?:\.\d{1,6})?"  # clock time
@@ -100,7 +102,7 @@ _WHEN_DIGIT_SPANS: Final = re.compile(
     r"|[mM][iI][nN][uU][tT][eE][sS]?|[hH][oO][uU][rR][sS]?|[sS])\b"  # durations
     r")"
 )
-_WHEN_KEYWORD_SPANS: Final = re.compile(r"\b(?:attempt|retry|p?pid)[\s#:=]*\d+", re.IGNORECASE)
+_WHEN_KEYWORD_SPANS: Final = lazy_pattern(r"\b(?:attempt|retry|p?pid)[\s#:=]*\d+", re.IGNORECASE)
 _WHEN_KEYWORDS: Final = ("attempt", "retry", "pid")
 
 
@@ -113,8 +115,8 @@ def mask_when_spans(text: str) -> str:
         return text
     lowered = text.lower()
     if any(word in lowered for word in _WHEN_KEYWORDS):
-        text = _WHEN_KEYWORD_SPANS.sub("#", text)
-    return _WHEN_DIGIT_SPANS.sub("#", text)
+        text = _WHEN_KEYWORD_SPANS().sub("#", text)
+    return _WHEN_DIGIT_SPANS().sub("#", text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,8 +124,8 @@ def mask_when_spans(text: str) -> str:
 
 UNTRUSTED_ZERO_ID: Final = "0" * 16
 
-_MARKER_TOKEN: Final = re.compile(r"<<<(?:END_)?EXTERNAL_UNTRUSTED_CONTENT")
-_MARKER: Final = re.compile(
+_MARKER_TOKEN: Final = lazy_pattern(r"<<<(?:END_)?EXTERNAL_UNTRUSTED_CONTENT")
+_MARKER: Final = lazy_pattern(
     r'<<<(END_)?EXTERNAL_UNTRUSTED_CONTENT id=(\\*)"([0-9a-f]{16})(\\*)">>>'
 )
 
@@ -139,7 +141,8 @@ def canonicalise_untrusted(text: str) -> str:
     """
     if _UNTRUSTED_NEEDLE not in text:
         return text
-    markers = [_MARKER.match(text, token.start()) for token in _MARKER_TOKEN.finditer(text)]
+    envelope = _MARKER()
+    markers = [envelope.match(text, token.start()) for token in _MARKER_TOKEN().finditer(text)]
     pieces: list[str] = []
     copied_to = 0
     i = 0

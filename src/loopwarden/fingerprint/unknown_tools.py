@@ -4,14 +4,14 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
-_UNKNOWN_TOOL_PATTERNS: Final = (
-    re.compile(r"unknown tool[:\s]+[\"']?([a-z0-9_.-]+)[\"']?", re.IGNORECASE),
-    re.compile(
-        r"tool\s+[\"']?([a-z0-9_.-]+)[\"']?\s+(?:not found|is not available)", re.IGNORECASE
-    ),
+# Compiled on first use (most calls never fail): an import costs the hook every time.
+_OPENCLAW: Final = (
+    r"unknown tool[:\s]+[\"']?([a-z0-9_.-]+)[\"']?",
+    r"tool\s+[\"']?([a-z0-9_.-]+)[\"']?\s+(?:not found|is not available)",
 )
 
 
@@ -19,17 +19,20 @@ _NAME: Final = r"[\"'`]?([\w.:/-]*[\w])[\"'`]?"
 # The wordings of the frameworks loopwarden integrates with (LangChain/LangGraph, OpenAI Agents
 # SDK, Claude Code, MCP servers), with namespaced names such as `google:search` or
 # `mcp__server__tool` that OpenClaw's own pattern cannot capture.
-_EXTENDED_UNKNOWN_TOOL_PATTERNS: Final = (
-    re.compile(r"no such tool(?: available)?[:\s]+" + _NAME, re.IGNORECASE),
-    re.compile(r"unknown (?:tool|function)(?: name| id)?[:\s]+" + _NAME, re.IGNORECASE),
-    re.compile(r"no (?:tool|function) named\s+" + _NAME, re.IGNORECASE),
-    re.compile(_NAME + r" is not a valid tool", re.IGNORECASE),
-    re.compile(
-        r"(?:tool|function)\s+" + _NAME
-        + r"\s+(?:was\s+)?(?:not found|is not available|does not exist|is not registered)",
-        re.IGNORECASE,
-    ),
+_EXTENDED: Final = (
+    r"no such tool(?: available)?[:\s]+" + _NAME,
+    r"unknown (?:tool|function)(?: name| id)?[:\s]+" + _NAME,
+    r"no (?:tool|function) named\s+" + _NAME,
+    _NAME + r" is not a valid tool",
+    r"(?:tool|function)\s+" + _NAME
+    + r"\s+(?:was\s+)?(?:not found|is not available|does not exist|is not registered)",
 )
+
+
+@functools.cache
+def _patterns(extended: bool) -> tuple[re.Pattern[str], ...]:
+    sources = _EXTENDED + _OPENCLAW if extended else _OPENCLAW
+    return tuple(re.compile(source, re.IGNORECASE) for source in sources)
 
 
 def extract_unknown_tool(text: str, *, extended: bool = False) -> str | None:
@@ -40,8 +43,7 @@ def extract_unknown_tool(text: str, *, extended: bool = False) -> str | None:
     names.
     """
     raw = text.strip()
-    patterns = _EXTENDED_UNKNOWN_TOOL_PATTERNS + _UNKNOWN_TOOL_PATTERNS if extended else _UNKNOWN_TOOL_PATTERNS
-    for pattern in patterns:
+    for pattern in _patterns(extended):
         match = pattern.search(raw)
         if match:
             return match.group(1).lower()

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import re
 import types
 from itertools import islice
 from typing import Final
 
 import orjson
+
+from .._lazy_re import lazy_pattern
 
 _FAST_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
 
@@ -70,10 +71,10 @@ def _orjson_leaf(value: object) -> bytes:
 
 
 def _is_utf8_safe(text: str) -> bool:
-    return text.isascii() or not _SURROGATE.search(text)
+    return text.isascii() or not _SURROGATE().search(text)
 
 
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SURROGATE: Final = lazy_pattern("[\ud800-\udfff]")
 
 
 def _replace_surrogates(text: str) -> str:
