@@ -4,22 +4,30 @@ pluggable store, and the verdicts it answers with.
 ``from loopwarden.guard import X`` keeps working for every name the single ``guard.py``
 module had; the parts live in:
 
+- ``loopguard``: :class:`LoopGuard`, the public hooks (each builds one transaction and hands
+  it to a driver);
+- ``core``: ``GuardCore``, the guard's state, and the rules its transactions share;
+- ``transactions``, ``calls``, ``batch``: the transactions (``BeforeCall``, ``AfterCall``,
+  ``ObserveCall``, ``AdmitBatch``, ``ArmCompaction``, ``ReadHistory``), each with
+  ``apply(state)`` and a fallback;
+- ``drivers``: the sync and the async driver that run any transaction against any store;
+- ``policy``: what happens when the store fails (:class:`FailOpen`, :class:`FailClosed`);
 - ``verdicts``: the answers (:class:`Verdict`, :class:`BatchAdmission`, ...) and their texts;
-- ``loopguard``: :class:`LoopGuard`;
 - ``decorators``: ``@guard.tool`` / ``guard.wrap``.
 """
 
 from __future__ import annotations
 
 from ..types import MISSING, ToolCall
+from .core import DISABLE_ENV
 from .decorators import IdSource
-from .loopguard import DISABLE_ENV, LoopGuard
+from .loopguard import LoopGuard
+from .policy import STORE_DOWN_MESSAGE, FailClosed, FailOpen, FailurePolicy
 from .verdicts import (
     EXIT_BEHAVIORS,
     RECOVERY_SIBLING_TEXT,
     RECOVERY_TEXT,
     STOP_MESSAGE,
-    STORE_DOWN_MESSAGE,
     TERMINAL_SIBLING_TEXT,
     TERMINAL_TEXT,
     Action,
@@ -49,6 +57,9 @@ __all__ = [
     "Action",
     "BatchAdmission",
     "ExitBehavior",
+    "FailClosed",
+    "FailOpen",
+    "FailurePolicy",
     "GuardStats",
     "IdSource",
     "Intervention",

@@ -12,9 +12,10 @@ import inspect
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
 from .._text import optional_id, text_id
+from .core import internal_error
 from .verdicts import (
     ExitBehavior,
     LoopBlockedError,
@@ -27,12 +28,11 @@ from .verdicts import (
 if TYPE_CHECKING:
     from .loopguard import LoopGuard
 
-__all__ = ["IdSource", "wrap"]
+__all__ = ["IdSource", "tool", "wrap"]
 
 log = logging.getLogger("loopwarden")
 
 F = TypeVar("F", bound=Callable[..., Any])
-
 
 
 def _fresh_call_id() -> str:
@@ -51,7 +51,6 @@ def _tool_name(fn: Callable[..., Any], name: object) -> str:
         return text_id(getattr(fn, "__name__", "tool")) or "tool"
     except Exception:
         return "tool"
-
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
@@ -78,6 +77,14 @@ def _id_source(value: object, label: str) -> Callable[[dict[str, Any]], str | No
     return lambda args: cast(Callable[[dict[str, Any]], str], value)(dict(args))
 
 
+class _Ids(TypedDict):
+    """One decorated call's ids, as the hooks take them."""
+
+    session: str
+    run_id: str | None
+    call_id: str
+
+
 class _FunctionDoor:
     """What ``guard.wrap`` needs per call: argument binding, ids, and the block/note policy."""
 
@@ -96,11 +103,17 @@ class _FunctionDoor:
         self.on_block = on_block
         self.exit_behavior = exit_behavior
 
-    def ids(self, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[dict[str, Any], str,
-                                                                     str | None]:
-        args = self.bind(a, kw)
-        run = self.run(args)
-        return args, text_id(self.session(args)), optional_id(run)
+    def start(self, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[dict[str, Any], _Ids] | None:
+        """The call's bound arguments and ids, or None (logged and counted) when they cannot
+        be read — a session callable that raised, say: the function then runs unguarded."""
+        try:
+            args = self.bind(a, kw)
+            run = self.run(args)
+            session = text_id(self.session(args))
+        except Exception as exc:
+            internal_error(self.guard, self.tool_name, exc)
+            return None
+        return args, {"session": session, "run_id": optional_id(run), "call_id": _fresh_call_id()}
 
     def bind(self, a: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
         if self.signature is None:
@@ -112,9 +125,9 @@ class _FunctionDoor:
         bound.apply_defaults()
         return dict(bound.arguments)
 
-    def blocked(self, verdict: Verdict, session: str, run: str | None) -> Any:
+    def blocked(self, verdict: Verdict, ids: _Ids) -> Any:
         if verdict.terminate and self.exit_behavior != "continue":
-            raise terminated_error(verdict, session=session, run_id=run)
+            raise terminated_error(verdict, session=ids["session"], run_id=ids["run_id"])
         if self.on_block == "raise":
             raise LoopBlockedError(verdict)
         return verdict.blocked_result()
@@ -134,59 +147,66 @@ class _FunctionDoor:
         return result
 
 
+def tool(
+    guard: LoopGuard, fn: F | None = None, /, *, name: str | None = None,
+    session: IdSource = "default", run_id: IdSource | None = None,
+    on_block: Literal["raise", "return"] = "raise", exit_behavior: ExitBehavior = "end",
+) -> Any:
+    """``@guard.tool`` (``fn`` given) or ``@guard.tool(...)`` (a decorator): see
+    :meth:`LoopGuard.tool`."""
+    if fn is not None:
+        return wrap(guard, fn)
+    check_exit_behavior(exit_behavior)  # a bad option fails here, not at the first call
+    return lambda f: wrap(guard, f, name=name, session=session, run_id=run_id,
+                          on_block=on_block, exit_behavior=exit_behavior)
+
+
 def wrap(
     guard: LoopGuard, fn: F, *, name: str | None = None, session: IdSource = "default",
     run_id: IdSource | None = None, on_block: Literal["raise", "return"] = "raise",
     exit_behavior: ExitBehavior = "end",
 ) -> F:
-    """``fn`` guarded by ``guard`` (see :meth:`LoopGuard.wrap`)."""
+    """``fn`` guarded by ``guard``: see :meth:`LoopGuard.wrap`."""
     door = _FunctionDoor(guard, _tool_name(fn, name), _signature(fn),
                          _id_source(session, "session"), _id_source(run_id, "run_id"),
                          on_block, check_exit_behavior(exit_behavior))
+    tool_name = door.tool_name
 
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def async_wrapper(*a: Any, **kw: Any) -> Any:
-            try:
-                args, sid, run = door.ids(a, kw)
-            except Exception as exc:  # e.g. a session callable that raised: run unguarded
-                guard._internal_error(door.tool_name, exc)
+            call = door.start(a, kw)
+            if call is None:
                 return await fn(*a, **kw)
-            tool, cid = door.tool_name, _fresh_call_id()
-            verdict = await guard.abefore_tool_call(tool, args, session=sid, run_id=run,
-                                                   call_id=cid)
+            args, ids = call
+            verdict = await guard.abefore_tool_call(tool_name, args, **ids)
             if verdict.action == "block":
-                return door.blocked(verdict, sid, run)
+                return door.blocked(verdict, ids)
             try:
                 result = await fn(*a, **kw)
             except Exception as exc:
-                await guard.aafter_tool_call(tool, args, session=sid, run_id=run,
-                                            call_id=cid, error=exc)
+                await guard.aafter_tool_call(tool_name, args, error=exc, **ids)
                 raise
-            after = await guard.aafter_tool_call(tool, args, session=sid, run_id=run,
-                                                call_id=cid, result=result)
+            after = await guard.aafter_tool_call(tool_name, args, result=result, **ids)
             return door.noted(result, verdict, after)
 
         return cast(F, async_wrapper)
 
     @functools.wraps(fn)
     def wrapper(*a: Any, **kw: Any) -> Any:
-        try:
-            args, sid, run = door.ids(a, kw)
-        except Exception as exc:  # e.g. a session callable that raised: run unguarded
-            guard._internal_error(door.tool_name, exc)
+        call = door.start(a, kw)
+        if call is None:
             return fn(*a, **kw)
-        tool, cid = door.tool_name, _fresh_call_id()
-        verdict = guard.before_tool_call(tool, args, session=sid, run_id=run, call_id=cid)
+        args, ids = call
+        verdict = guard.before_tool_call(tool_name, args, **ids)
         if verdict.action == "block":
-            return door.blocked(verdict, sid, run)
+            return door.blocked(verdict, ids)
         try:
             result = fn(*a, **kw)
         except Exception as exc:
-            guard.after_tool_call(tool, args, session=sid, run_id=run, call_id=cid, error=exc)
+            guard.after_tool_call(tool_name, args, error=exc, **ids)
             raise
-        after = guard.after_tool_call(tool, args, session=sid, run_id=run, call_id=cid,
-                                     result=result)
-        return door.noted(result, verdict, after)
+        return door.noted(result, verdict, guard.after_tool_call(tool_name, args, result=result,
+                                                                 **ids))
 
     return cast(F, wrapper)

@@ -13,27 +13,10 @@ from ..detectors import Detection
 from ..errors import LoopTerminatedError, LoopwardenError
 from ..types import MISSING
 
-__all__ = [
-    "EXIT_BEHAVIORS",
-    "RECOVERY_SIBLING_TEXT",
-    "RECOVERY_TEXT",
-    "STOP_MESSAGE",
-    "STORE_DOWN_MESSAGE",
-    "TERMINAL_SIBLING_TEXT",
-    "TERMINAL_TEXT",
-    "Action",
-    "BatchAdmission",
-    "ExitBehavior",
-    "GuardStats",
-    "Intervention",
-    "LoopBlockedError",
-    "Verdict",
-    "append_note",
-    "check_exit_behavior",
-    "continuing",
-    "terminated_error",
-    "warning_note",
-]
+__all__ = ["EXIT_BEHAVIORS", "RECOVERY_SIBLING_TEXT", "RECOVERY_TEXT", "STOP_MESSAGE",
+           "TERMINAL_SIBLING_TEXT", "TERMINAL_TEXT", "Action", "BatchAdmission", "ExitBehavior",
+           "GuardStats", "Intervention", "LoopBlockedError", "Verdict", "append_note",
+           "check_exit_behavior", "continuing", "terminated_error", "warning_note"]
 
 
 Action = Literal["allow", "warn", "block"]
@@ -62,10 +45,6 @@ TERMINAL_SIBLING_TEXT = (
 STOP_MESSAGE = (
     "loopwarden stopped this run because tool-loop recovery encountered another critical loop. "
     "No blocked tool action was executed."
-)
-STORE_DOWN_MESSAGE = (
-    "CRITICAL: loopwarden could not reach its state store and is configured to fail closed. "
-    "The tool call was not executed."
 )
 
 

@@ -1,0 +1,195 @@
+"""The guard's state and the rules its transactions share.
+
+:class:`GuardCore` is what :class:`~loopwarden.guard.LoopGuard` is made of below its public
+hooks: the detector and the switches derived from its config, the store and its failure policy,
+the sinks and the counters. The functions below are the rules more than one transaction applies
+(dampening, in-flight calls, vetoes, events); the transactions themselves live in
+``calls.py`` and ``batch.py``, and the drivers that run them in ``drivers.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from .._text import log_text, text_id
+from ..detectors import Detection
+from ..engine import LoopDetector
+from ..events import EventSink, LoggingSink, LoopEvent
+from ..fingerprint import Outcome
+from ..history import OUTCOME_VETO, CallRecord, SessionState, now_ms
+from ..learning import learned_for
+from ..stores.base import Store
+from ..stores.memory import MemoryStore
+from .policy import FailClosed, StoreHealth, failure_policy
+from .verdicts import GuardStats, Verdict
+
+if TYPE_CHECKING:
+    from ..config import LoopDetectionConfig  # only the engine loads it, and only when needed
+    from ..detectors import Prospect
+    from .transactions import CallContext
+
+__all__ = ["DISABLE_ENV", "GuardCore", "as_vetoes", "in_flight", "internal_error",
+           "loop_event", "should_warn", "veto"]
+
+log = logging.getLogger("loopwarden")
+
+DISABLE_ENV = "LOOPWARDEN_DISABLED"
+#: The outcome a blocked call is recorded with.
+VETO = Outcome(result_hash=None, outcome_kind=OUTCOME_VETO)
+
+_disabled_logged = False
+
+
+def _disabled_by_env() -> bool:
+    """The ``LOOPWARDEN_DISABLED`` kill switch, read when a guard is built (logged once)."""
+    global _disabled_logged
+    value = os.environ.get(DISABLE_ENV, "").strip().lower()
+    off = value not in ("", "0", "false", "no", "off")
+    if off and not _disabled_logged:
+        _disabled_logged = True
+        log.warning("%s=%s: loopwarden guards allow every tool call (loop detection is off)",
+                    DISABLE_ENV, value)
+    return off
+
+
+class GuardCore:
+    """A guard's state: what every transaction reads and every driver updates (the
+    constructor's arguments are :class:`~loopwarden.guard.LoopGuard`'s)."""
+
+    #: How long an admitted call counts as in flight while its outcome has not come: an
+    #: identical call admitted meanwhile counts it as a no-progress repeat, as OpenClaw counts
+    #: a batch's earlier siblings, so a burst of concurrent identical calls is stopped like the
+    #: same calls made one after another. Older calls without an outcome are not in flight (a
+    #: host that never calls ``after_tool_call`` would otherwise pile them up); 0 turns
+    #: in-flight counting off. Sequential hosts (each outcome reported before the next call)
+    #: never have a call in flight.
+    in_flight_seconds: float = 60.0
+
+    def __init__(
+        self,
+        config: LoopDetectionConfig | None = None,
+        *,
+        store: Store | None = None,
+        profiles: object = None,
+        sinks: Sequence[EventSink] = (),
+        fail_closed: bool = False,
+    ) -> None:
+        if config is None:
+            from ..config import LoopDetectionConfig  # a hook passing its snapshot never loads it
+
+            config = LoopDetectionConfig(enabled=True)
+        self.detector = LoopDetector(config, profiles)
+        self.config = self.detector.config
+        # The config is immutable; these derived switches are read on every call.
+        #: The rolling detectors are on (``enabled`` is exactly True).
+        self.rolling: bool = self.config.rolling_enabled
+        #: ``early``: a result that completes a pattern is warned on at once.
+        self.post_outcome: bool = self.config.post_outcome_warnings and self.rolling
+        #: The post-compaction guard is on (``enabled`` is not False).
+        self.compaction_on: bool = self.config.compaction_guard_enabled
+        self.store: Store = store if store is not None else MemoryStore()
+        self.sinks: list[EventSink] = [LoggingSink(), *sinks]
+        self.stats = GuardStats()
+        #: The store's outage state and the failure policy (see :attr:`fail_closed`).
+        self.store_health = StoreHealth(failure_policy(fail_closed), self.stats)
+        #: The kill switch: every hook answers "allow" and touches no state.
+        self.disabled = _disabled_by_env()
+
+    @property
+    def fail_closed(self) -> bool:
+        """Whether calls are blocked while the store cannot be reached (else they run)."""
+        return isinstance(self.store_health.policy, FailClosed)
+
+    @fail_closed.setter
+    def fail_closed(self, value: bool) -> None:
+        self.store_health.policy = failure_policy(value)
+
+
+def internal_error(core: GuardCore, tool: object, exc: Exception) -> Verdict:
+    """``allow`` for a hook whose input the guard could not handle: logged and counted, never
+    raised (every hook is total)."""
+    # Counters are diagnostics: a lock-free increment may, rarely, lose a count under threads.
+    core.stats.internal_errors += 1
+    # The exception's type, not its text: that may quote the call's arguments.
+    log.warning("tool loop outcome tracking failed: tool=%s error=%s", log_text(tool),
+                type(exc).__name__)
+    return Verdict("allow", tool_name=text_id(tool))
+
+
+def veto(core: GuardCore, state: SessionState, prospect: Prospect, call_id: str | None,
+         run: str | None) -> None:
+    """Record a blocked call as a veto. A call id that names no open call is a new call
+    (an earlier call's id reused), so it gets its own record rather than being taken
+    for a retry of that finished call."""
+    detector = core.detector
+    if call_id and state.open_call(run, call_id, prospect.tool_name,
+                                   prospect.args_hash) is None:
+        detector.append_prepared(state, prospect, call_id, run)
+    detector.record_outcome_prepared(state, prospect, VETO, call_id=call_id, run_id=run)
+
+
+def in_flight(core: GuardCore, state: SessionState, run: str | None,
+              keys: Iterable[str]) -> list[CallRecord]:
+    """The run's calls with these args hashes admitted within ``in_flight_seconds`` whose
+    outcome has not come (a sequential host has none)."""
+    flights: list[CallRecord] = []
+    seconds = core.in_flight_seconds
+    if seconds <= 0:
+        return flights
+    since: int | None = None
+    for key in keys:
+        for record in state.key_records(run, key):
+            if not record.pending:
+                continue
+            if since is None:
+                since = now_ms() - int(seconds * 1000)
+            if record.timestamp > since:
+                flights.append(record)
+    return flights
+
+
+@contextmanager
+def as_vetoes(records: Sequence[CallRecord]) -> Iterator[None]:
+    """Project pending records as vetoes for one detection (OpenClaw's batch projection:
+    counted as no-progress repeats), and give them back their pending state afterwards."""
+    for record in records:
+        record.outcome_kind = OUTCOME_VETO
+    try:
+        yield
+    finally:
+        for record in records:
+            record.outcome_kind = None
+
+
+def should_warn(
+    core: GuardCore, state: SessionState, detection: Detection, tool: str, run: str | None,
+    *, any_level: bool = False,
+) -> bool:
+    """OpenClaw's dampening, with buckets of ``warningThreshold`` calls (not a fixed 10)."""
+    if detection.level != "warning" and not any_level:
+        return False
+    key = detection.warning_key or f"{detection.detector}:{tool}"
+    if run:
+        key = f"{run}:{key}"
+    # A detector with its own lower threshold (error repeat, a post-outcome critical) still
+    # gets its first bucket.
+    detector = core.detector
+    limits = detector.limits_for_tool(tool)  # perTool warningThreshold, if any
+    bucket = max(1, detection.count // (limits or detector.limits).warning)
+    return state.remember_warning(key, bucket)
+
+
+def loop_event(ctx: CallContext, tool: str, detection: Detection, action: str,
+               state: SessionState | None = None) -> LoopEvent:
+    """The event of a warn or block; ``ctx`` names the session, run, agent and call id."""
+    return LoopEvent(
+        session=ctx.session, run=ctx.run, agent=ctx.agent, call_id=ctx.call_id, tool=tool,
+        level=detection.level, action=action, detector=detection.detector,
+        count=detection.count, message=detection.message,
+        paired_tool=detection.paired_tool_name,
+        learned=learned_for(state.learned, tool) if state is not None else (),
+    )
