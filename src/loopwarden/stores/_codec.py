@@ -75,15 +75,22 @@ def encode_state(state: SessionState) -> bytes:
     # which callers hand in (the guard makes them text; a record built directly may not be).
     for record in state.history:  # (a plain loop: this runs over the whole history each time)
         if type(record.tool_name) is not str or not (
-            record.call_id is None or type(record.call_id) is str
+            (record.call_id is None or type(record.call_id) is str)
+            and (record.run_id is None or type(record.run_id) is str)
         ):
             data["history"] = [
                 {**entry, "tool_name": storable_id(entry["tool_name"]),
-                 "call_id": storable_id(entry["call_id"])}
+                 "call_id": storable_id(entry["call_id"]), "run_id": storable_id(entry["run_id"])}
                 for entry in data["history"]
             ]
             break
-    return dumps(data)
+    # With those ids text, a state is plain, shallow data of loopwarden's own, so it skips the
+    # check dumps() makes of a caller's value (which costs more than the write itself, and a
+    # state is written on every call).
+    try:
+        return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:  # a lone surrogate in an id or a learned path
+        return json.dumps(data, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def storable_id(value: Any) -> str | None:
