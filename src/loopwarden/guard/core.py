@@ -20,7 +20,14 @@ from ..detectors import Detection
 from ..engine import LoopDetector
 from ..events import EventSink, LoggingSink, LoopEvent
 from ..fingerprint import Outcome
-from ..history import OUTCOME_VETO, CallRecord, SessionState, now_ms
+from ..history import (
+    OUTCOME_VETO,
+    CallRecord,
+    SessionState,
+    now_ms,
+    warning_bucket,
+    warning_key,
+)
 from ..learning import learned_for
 from ..stores.base import Store
 from ..stores.memory import MemoryStore
@@ -172,15 +179,12 @@ def should_warn(
     """OpenClaw's dampening, with buckets of ``warningThreshold`` calls (not a fixed 10)."""
     if detection.level != "warning" and not any_level:
         return False
-    key = detection.warning_key or f"{detection.detector}:{tool}"
-    if run:
-        key = f"{run}:{key}"
-    # A detector with its own lower threshold (error repeat, a post-outcome critical) still
-    # gets its first bucket.
+    # The same key and bucket as the detector's log line (history.warning_key/warning_bucket).
     detector = core.detector
     limits = detector.limits_for_tool(tool)  # perTool warningThreshold, if any
-    bucket = max(1, detection.count // (limits or detector.limits).warning)
-    return state.remember_warning(key, bucket)
+    return state.remember_warning(
+        warning_key(detection.detector, detection.warning_key, tool, run),
+        warning_bucket(detection.count, (limits or detector.limits).warning))
 
 
 def loop_event(ctx: CallContext, tool: str, detection: Detection, action: str,
