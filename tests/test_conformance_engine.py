@@ -27,7 +27,7 @@ def test_s09_history_trimmed_to_30() -> None:
     for i in range(40):
         s.call("tool", {"iteration": i})
     assert len(s.state.history) == 30
-    assert s.state.history[0].args_hash == s.detector.prepare("tool", {"iteration": 10}).args_hash
+    assert s.state.history[0].args_hash == s.detector.fingerprint("tool", {"iteration": 10}).args_hash
 
 
 def test_s10_timestamp_within_call() -> None:
@@ -49,7 +49,7 @@ def test_s12_history_size_honoured() -> None:
     for i in range(10):
         s.call("tool", {"iteration": i})
     assert len(s.state.history) == 4
-    assert s.state.history[0].args_hash == s.detector.prepare("tool", {"iteration": 6}).args_hash
+    assert s.state.history[0].args_hash == s.detector.fingerprint("tool", {"iteration": 6}).args_hash
 
 
 def test_s13_outcome_attaches_to_pending_call() -> None:
@@ -574,7 +574,7 @@ def test_s70_reconcile_without_id_rebinds_pending_not_veto() -> None:
     got = s.detector.reconcile_call(s.state, "write", {"content": "final-args"})
     assert got == {"active": False, "count": 0, "variantCount": 0, "matchedPendingCall": True,
                    "executionParamsChanged": True}
-    assert s.state.history[0].args_hash == s.detector.prepare("write", {"content": "final-args"}).args_hash
+    assert s.state.history[0].args_hash == s.detector.fingerprint("write", {"content": "final-args"}).args_hash
     assert s.state.history[1].args_hash == veto_hash
 
 

@@ -102,7 +102,7 @@ def test_period_two_stays_ping_pong() -> None:
     assert _levels(seen)[9] == ("ping_pong", "warning", 10)
     assert _levels(seen)[19] == ("ping_pong", "critical", 20)
     # Period 4 or 6 made of a period-2 alternation is still only ping-pong.
-    assert no_progress_cycle(s.state, None, s.detector.prepare(*READ)).count == 0
+    assert no_progress_cycle(s.state, None, s.detector.fingerprint(*READ)).count == 0
 
 
 def test_period_one_stays_generic_repeat() -> None:
@@ -194,7 +194,7 @@ def test_a_cycle_warning_never_downgrades_an_existing_critical() -> None:
     _drive(s, [GREP, LS, READ], 11)  # read's identical outcomes now number 20
     d = s.detect(*READ)
     assert d is not None and (d.level, d.detector, d.count) == ("critical", "generic_repeat", 20)
-    assert no_progress_cycle(s.state, None, s.detector.prepare(*READ)).count == 13
+    assert no_progress_cycle(s.state, None, s.detector.fingerprint(*READ)).count == 13
 
 
 def test_precedence_puts_cycles_right_after_ping_pong() -> None:
@@ -318,12 +318,12 @@ def _random_cycle_history(seed: int, warning: int) -> dict[str, int]:
             step = steps[position % len(steps)]
             position += 1
         vetoed = None
-        call = detector.prepare(*step)
+        call = detector.fingerprint(*step)
         run = "r1" if rng.random() < 0.9 else rng.choice([None, "r2"])
         expected = evaluate(Facts.measure(state, run, call, detector.limits), detector.limits)
         if not state.run_records(run):
             expected = None
-        assert detector.detect_prepared(state, call, run_id=run) == expected
+        assert detector.detect(state, detector.prepare(*step, run_id=run)) == expected
         if expected is not None:
             name = expected.detector
             if name == "global_circuit_breaker" and "cycle of" in expected.message:

@@ -138,7 +138,7 @@ def check(config: dict[str, Any], seed: int, gates: dict[Detector[Any], Gate] | 
             run = "r1" if rng.random() < 0.2 else None  # a burst stays in one run
         tool, args = pending.pop(0)
         i += 1
-        call = detector.prepare(tool, args)
+        call = detector.fingerprint(tool, args)
         limits = detector.limits_for_tool(call.tool_name)
         view = state.run_view(run)
         if limits is not None and view is not None:
@@ -154,7 +154,8 @@ def check(config: dict[str, Any], seed: int, gates: dict[Detector[Any], Gate] | 
                     report.misses.append(f"call {i}: {family.name} fired {found.detector} "
                                          f"({found.level}, {found.count}) but may_fire said no")
             if gates is None:  # the engine's own gate gives the full measurement's answer
-                assert detector.detect_prepared(state, call, run_id=run) == evaluate(facts, limits)
+                prepared = detector.prepare(tool, args, run_id=run)
+                assert detector.detect(state, prepared) == evaluate(facts, limits)
             elif report.misses:
                 return report
         roll = rng.random()
@@ -237,7 +238,7 @@ def test_a_cycle_can_fire_right_after_a_veto_that_the_cycle_shape_check_misses()
         detector.record_call(state, tool, args, call_id=f"c{i}")
         detector.record_outcome(state, tool, args, result=text_result(tool), call_id=f"c{i}")
     detector.record_outcome(state, *READ, result=VETO_RESULT)  # blocked; the model retries
-    call, view = detector.prepare(*READ), state.run_view(None)
+    call, view = detector.fingerprint(*READ), state.run_view(None)
     assert view is not None
     facts = Facts.measure(state, None, call, detector.limits)
     found = evaluate(facts, detector.limits, [r for r in RULES if r.family is CYCLE])
@@ -272,7 +273,7 @@ def test_a_detector_scores_what_its_rules_compare() -> None:
         tool, args = (READ, GREP)[i % 2]
         detector.record_call(state, tool, args, call_id=f"c{i}")
         detector.record_outcome(state, tool, args, result=text_result(tool), call_id=f"c{i}")
-    facts = Facts.measure(state, None, detector.prepare(*GREP), detector.limits)
+    facts = Facts.measure(state, None, detector.fingerprint(*GREP), detector.limits)
     assert PING_PONG.score(facts, detector.limits) == Score(warning=6, critical=6)
     assert CYCLE.score(facts, detector.limits) == Score()
     assert UNKNOWN_TOOL.score(facts, detector.limits) == Score()

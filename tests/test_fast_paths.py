@@ -67,12 +67,12 @@ def _replay_checking_shortcut(preset: Any, warning: int, seed: int) -> dict[str,
     tool = "read"
     for i in range(600):
         tool, args = _random_call(rng, tool)
-        call = detector.prepare(tool, args)
+        call = detector.fingerprint(tool, args)
         run = rng.choice([None, "r1"])
         expected = evaluate(Facts.measure(state, run, call, detector.limits), detector.limits)
         if not state.run_records(run):
             expected = None
-        assert detector.detect_prepared(state, call, run_id=run) == expected
+        assert detector.detect(state, detector.prepare(tool, args, run_id=run)) == expected
         # The gate's per-run error count matches the window, here and after a round trip.
         for view in (state, SessionState.from_dict(state.to_dict())):
             assert view.error_records(run) == sum(
@@ -83,7 +83,8 @@ def _replay_checking_shortcut(preset: Any, warning: int, seed: int) -> dict[str,
             continue  # leave the call out of the history
         result, error = _random_outcome(rng, tool)
         if rng.random() < 0.1:
-            detector.record_prepared(state, call, call_id=f"c{i}", run_id=run)  # stays pending
+            detector.record(state, detector.prepare(tool, args, run_id=run),
+                            call_id=f"c{i}")  # stays pending
         else:
             detector.record_outcome(state, tool, args, result=result, error=error,
                                     call_id=f"c{i}", run_id=run)
@@ -178,7 +179,7 @@ def test_text_results_hash_as_the_general_outcome_path_does(preset: Any) -> None
     for tool in tools:
         for text in texts:
             for args in ({}, {"action": "poll", "sessionId": "s1"}, {"command": "ls"}):
-                observed, _ = detector.observe_outcome(tool, args, text, MISSING)
+                observed, _ = detector.observe(detector.prepare(tool, args), text, MISSING)
                 assert observed == detector.outcome(tool, args, text), (tool, text, args)
 
 
@@ -201,15 +202,15 @@ def test_prepared_fingerprints_follow_profile_changes_and_stay_bounded() -> None
 
     registry = ProfileRegistry()
     detector = LoopDetector(LoopDetectionConfig(enabled=True), registry)
-    assert not detector.prepare("check_job", {"id": 1}).known_poll
+    assert not detector.fingerprint("check_job", {"id": 1}).known_poll
     registry.register("check_job", poll=True)
-    assert detector.prepare("check_job", {"id": 1}).known_poll  # not the cached answer
+    assert detector.fingerprint("check_job", {"id": 1}).known_poll  # not the cached answer
     for i in range(5000):
-        detector.prepare("read", {"path": f"f{i}"})
+        detector.fingerprint("read", {"path": f"f{i}"})
     assert len(detector._prepared) <= 1024
     big = {"path": "a.py", "content": "x" * 10_000}
-    assert detector.prepare("write", big).args_hash == args_hash("write", big)
+    assert detector.fingerprint("write", big).args_hash == args_hash("write", big)
     assert all(len(key[1]) <= 8192 for key in detector._prepared)  # big args are not kept
     # The cached answer is the fresh one.
     fresh = LoopDetector(LoopDetectionConfig(enabled=True), registry)
-    assert detector.prepare("check_job", {"id": 1}) == fresh.prepare("check_job", {"id": 1})
+    assert detector.fingerprint("check_job", {"id": 1}) == fresh.fingerprint("check_job", {"id": 1})

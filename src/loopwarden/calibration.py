@@ -25,7 +25,7 @@ from .config import LoopDetectionConfig
 from .detectors import DETECTORS, Facts, Limits, Prospect
 from .engine import LoopDetector
 from .errors import LoopwardenError
-from .history import SessionState, normalize_run_id
+from .history import SessionState
 from .types import ToolCall
 
 __all__ = ["Calibration", "CalibrationError", "RunScores", "calibrate", "score_run"]
@@ -67,13 +67,13 @@ def score_run(calls: Iterable[ToolCall], config: LoopDetectionConfig | None = No
                     scores[slot] = count
 
     for i, call in enumerate(calls):
-        run = normalize_run_id(call.run_id)
-        prospect = detector.prepare(call.tool_name, call.args)
+        prepared = detector.prepare(call.tool_name, call.args, run_id=call.run_id)
+        prospect, run = prepared.prospect, prepared.run_id
         measure(prospect, run)
         cid = f"cal-{i}"
-        detector.record_prepared(state, prospect, call_id=cid, run_id=run)
-        detector.record_outcome(state, call.tool_name, call.args, result=call.result,
-                                error=call.error, call_id=cid, run_id=run)
+        detector.record(state, prepared, call_id=cid)
+        detector.record_outcome(state, prepared, result=call.result, error=call.error,
+                                call_id=cid)
         if base.post_outcome_warnings:
             measure(prospect, run)  # the post-outcome check asks about the same call again
     return RunScores(*scores)

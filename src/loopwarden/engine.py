@@ -1,8 +1,11 @@
 """``LoopDetector``: record calls and outcomes into a :class:`SessionState` and detect loops.
 
-Pure and synchronous: the guard adds policy, stores and events on top. The ``*_prepared``
-methods take an already fingerprinted :class:`Prospect` and an already normalised run id
-(:func:`~loopwarden.history.normalize_run_id`), so that the guard does that work once per call.
+Pure and synchronous: the guard adds policy, stores and events on top. :meth:`LoopDetector.prepare`
+turns a call into a :class:`PreparedCall` — fingerprinted once, its run id normalised — and
+:meth:`~LoopDetector.record`, :meth:`~LoopDetector.record_outcome`, :meth:`~LoopDetector.detect`
+and :meth:`~LoopDetector.observe` take it, so the guard does that work once per call. The
+spec's raw-argument forms (DESIGN.md §3: ``record_call``, ``record_outcome``, ``detect`` with a
+tool name and its arguments) prepare the call and go the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import hashlib
 import logging
 import re
 from time import time_ns as _time_ns
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ._text import log_text
 from .detectors import Detection, Facts, Limits, Prospect, evaluate, gates_for, write_churn
@@ -45,7 +48,7 @@ if TYPE_CHECKING:
     # plain snapshot, see _config_snapshot) never loads pydantic.
     from .config import LoopDetectionConfig
 
-__all__ = ["LoopDetector", "limits_for", "resolve_registry"]
+__all__ = ["LoopDetector", "PreparedCall", "limits_for", "resolve_registry"]
 
 log = logging.getLogger("loopwarden.detection")
 
@@ -133,6 +136,31 @@ def resolve_registry(profiles: object) -> ProfileRegistry:
     raise TypeError(f"profiles must be a ProfileRegistry, got {type(profiles).__name__}")
 
 
+class PreparedCall:
+    """A call as the engine judges it: its fingerprint (:attr:`prospect`), its arguments (the
+    outcome projections read them) and its run id, normalised here
+    (:func:`~loopwarden.history.normalize_run_id`): whoever builds one, the methods that take
+    it never see a raw run id. :meth:`LoopDetector.prepare` builds them."""
+
+    __slots__ = ("args", "prospect", "run_id")
+
+    def __init__(self, prospect: Prospect, run_id: object = None, args: Any = MISSING) -> None:
+        self.prospect = prospect
+        self.run_id = normalize_run_id(run_id)
+        self.args = args
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PreparedCall):
+            return NotImplemented
+        return (self.prospect, self.run_id, self.args) == (other.prospect, other.run_id,
+                                                           other.args)
+
+    __hash__ = None  # type: ignore[assignment]  # (equal by value, and its args may be a dict)
+
+    def __repr__(self) -> str:
+        return f"PreparedCall({self.prospect!r}, run_id={self.run_id!r})"
+
+
 class LoopDetector:
     """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
 
@@ -190,8 +218,16 @@ class LoopDetector:
 
     # -- fingerprinting ----------------------------------------------------------------------
 
-    def prepare(self, tool_name: str, args: Any, *, cwd: str | None = None) -> Prospect:
-        """Fingerprint a call: canonical tool name, args hash, and what its profile says."""
+    def prepare(
+        self, tool_name: str, args: Any, *, run_id: object = None, cwd: str | None = None
+    ) -> PreparedCall:
+        """The call, fingerprinted (:meth:`fingerprint`) and its run id normalised, as the
+        other methods take it."""
+        return PreparedCall(self.fingerprint(tool_name, args, cwd=cwd), run_id, args)
+
+    def fingerprint(self, tool_name: str, args: Any, cwd: str | None = None) -> Prospect:
+        """Fingerprint a call: canonical tool name, args hash, and what its profile says.
+        Cached by canonical arguments (not for a ``cwd``), for one registry snapshot."""
         canonical = canonical_json(args)
         if cwd is not None:
             return self._fingerprint(tool_name, args, canonical, cwd)
@@ -238,27 +274,24 @@ class LoopDetector:
         return prospect
 
     def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:
+        """The hashes a call's result or error is recorded with (spec §c.3), masked as its
+        profile says."""
         if self._progress:
-            return self.observe_prepared(self.prepare(tool_name, args), args, result, error)[0]
+            return self.observe(self.prepare(tool_name, args), result, error)[0]
         profile = self.registry.get(tool_name)
         if profile is not None or self._mask:
             result, error = self._masked(profile, result, error)
         return profiled_outcome(tool_name, profile, args, result, error,
                                 extended_unknown=self._extended_unknown)
 
-    def observe_outcome(
-        self, tool_name: str, args: Any, result: Any, error: Any
+    def observe(
+        self, prepared: PreparedCall, result: Any, error: Any
     ) -> tuple[Outcome, Leaves | None]:
-        """The outcome, plus (``early`` preset) the leaves to learn volatile fields from.
+        """The call's outcome, plus (``early`` preset) the leaves to learn volatile fields from.
 
         Leaves are only taken from tools loopwarden hashes generically: OpenClaw's own
         projections already know what to ignore. The result is masked once for both."""
-        return self.observe_prepared(self.prepare(tool_name, args), args, result, error)
-
-    def observe_prepared(
-        self, call: Prospect, args: Any, result: Any, error: Any
-    ) -> tuple[Outcome, Leaves | None]:
-        """:meth:`observe_outcome` for a prepared call (its profile is already looked up)."""
+        call, args = prepared.prospect, prepared.args
         if self._progress:
             return self._observe_progress(call, args, result, error)
         profile = call.profile
@@ -338,62 +371,66 @@ class LoopDetector:
         """Append a pending call (admission time). A call id whose call is still open in the
         run's window (:meth:`SessionState.open_call`) returns that record, so a retried hook
         never counts twice; the id of a call whose outcome is recorded is a new call."""
-        return self.record_prepared(state, self.prepare(tool_name, args), call_id=call_id,
-                                    run_id=normalize_run_id(run_id))
+        return self.record(state, self.prepare(tool_name, args, run_id=run_id), call_id=call_id)
 
-    def record_prepared(
-        self, state: SessionState, call: Prospect, *, call_id: str | None = None,
-        run_id: str | None = None,
+    def record(
+        self, state: SessionState, call: PreparedCall, call_id: str | None = None,
+        new: bool = False,
     ) -> CallRecord:
-        """:meth:`record_call` for a prepared call; ``run_id`` must already be normalised."""
-        existing = state.open_call(run_id, call_id, call.tool_name, call.args_hash)
-        if existing is not None:
-            return existing
-        return self.append_prepared(state, call, call_id, run_id)
-
-    def append_prepared(
-        self, state: SessionState, call: Prospect, call_id: str | None, run_id: str | None
-    ) -> CallRecord:
-        """Append a pending record without looking for a retried call id first (the guard has
-        just looked); ``run_id`` must already be normalised."""
+        """:meth:`record_call` for a prepared call. ``new=True``: the caller has just looked
+        for an open call with this id (:meth:`SessionState.open_call`) and found none, so the
+        record is appended without looking again."""
+        prospect, run = call.prospect, call.run_id
+        if not new:
+            existing = state.open_call(run, call_id, prospect.tool_name, prospect.args_hash)
+            if existing is not None:
+                return existing
         # All positional: keyword construction of a 12-field dataclass costs noticeably more.
-        record = CallRecord(call.tool_name, call.args_hash, call_id or None, run_id,
+        record = CallRecord(prospect.tool_name, prospect.args_hash, call_id or None, run,
                             _time_ns() // 1_000_000, None, None, None, None, False,
-                            call.mutation_target_hash, None, call.mutating, call.pacing,
-                            call.wait_ms)
+                            prospect.mutation_target_hash, None, prospect.mutating,
+                            prospect.pacing, prospect.wait_ms)
         return state.push(record, self._history_size)
+
+    @overload
+    def record_outcome(
+        self, state: SessionState, call: PreparedCall, /, *, outcome: Outcome | None = None,
+        result: Any = MISSING, error: Any = MISSING, call_id: str | None = None,
+    ) -> CallRecord | None: ...
+
+    @overload
+    def record_outcome(
+        self, state: SessionState, tool_name: str, args: Any, *, result: Any = MISSING,
+        error: Any = MISSING, call_id: str | None = None, run_id: str | None = None,
+    ) -> CallRecord | None: ...
 
     def record_outcome(
         self,
         state: SessionState,
-        tool_name: str,
-        args: Any,
+        tool_name: PreparedCall | str,
+        args: Any = MISSING,
         *,
+        outcome: Outcome | None = None,
         result: Any = MISSING,
         error: Any = MISSING,
         call_id: str | None = None,
         run_id: str | None = None,
     ) -> CallRecord | None:
         """Attach an outcome to its pending call (same run, id, tool and args), or append it as
-        a complete record (spec §e.2). Returns None when there is nothing to record."""
-        call = self.prepare(tool_name, args)
-        return self.record_outcome_prepared(state, call, self.outcome(call.tool_name, args, result, error),
-                                            error=error, call_id=call_id,
-                                            run_id=normalize_run_id(run_id))
+        a complete record (spec §e.2). Returns None when there is nothing to record.
 
-    def record_outcome_prepared(
-        self,
-        state: SessionState,
-        call: Prospect,
-        outcome: Outcome,
-        error: Any = MISSING,
-        call_id: str | None = None,
-        run_id: str | None = None,
-    ) -> CallRecord | None:
-        """:meth:`record_outcome` for a prepared call; ``run_id`` must already be normalised."""
+        Takes a :class:`PreparedCall` with its ``outcome`` hashed beforehand (else it is hashed
+        from ``result`` / ``error``), or the spec's tool name and arguments."""
+        if type(tool_name) is not str and isinstance(tool_name, PreparedCall):
+            prepared = tool_name
+        else:
+            prepared = self.prepare(tool_name, args, run_id=run_id)
+        call = prepared.prospect
+        if outcome is None:
+            outcome = self.outcome(call.tool_name, prepared.args, result, error)
+        run = prepared.run_id
         if outcome.result_hash is None and outcome.outcome_kind is None:
             return None
-        run = run_id
         record = state.find_call(run, call_id)
         if record is None or record.tool_name != call.tool_name:
             record = self._pending_for(state, run, call, call_id)
@@ -407,7 +444,7 @@ class LoopDetector:
             # which is what the search would find.)
             record = self._pending_for(state, run, call, call_id)
         if record is None:
-            record = self.append_prepared(state, call, call_id, run)
+            record = self.record(state, prepared, call_id=call_id, new=True)
         record.result_hash = outcome.result_hash
         record.outcome_kind = outcome.outcome_kind
         record.failure_identity_hash = outcome.failure_identity_hash
@@ -450,7 +487,7 @@ class LoopDetector:
         """Re-bind the newest pending call of this tool to its final (post-hook) arguments
         (OpenClaw's ``reconcileToolCallExecutionParams``) and report write churn for it."""
         run = normalize_run_id(run_id)
-        call = self.prepare(tool_name, args, cwd=cwd)
+        call = self.fingerprint(tool_name, args, cwd=cwd)
         pending: CallRecord | None = None
         for r in state.reversed_run(run):
             if r.tool_name == call.tool_name and r.pending and (not call_id or r.call_id == call_id):
@@ -472,20 +509,31 @@ class LoopDetector:
 
     # -- detection ---------------------------------------------------------------------------
 
+    @overload
+    def detect(self, state: SessionState, call: PreparedCall, /) -> Detection | None: ...
+
+    @overload
     def detect(
         self, state: SessionState, tool_name: str, args: Any, *, run_id: str | None = None
-    ) -> Detection | None:
-        """The loop this call would continue, if any (None when detection is off)."""
-        if not self.config.rolling_enabled:
-            return None
-        return self.detect_prepared(state, self.prepare(tool_name, args),
-                                    run_id=normalize_run_id(run_id))
+    ) -> Detection | None: ...
 
-    def detect_prepared(
-        self, state: SessionState, call: Prospect, *, run_id: str | None = None
+    # (The implementation takes every argument by position, unlike the spec's signature above:
+    # a call with keywords, or to a function with keyword-only parameters, is not specialised
+    # by CPython, and the guard asks on every call.)
+    def detect(
+        self, state: SessionState, tool_name: PreparedCall | str, args: Any = MISSING,
+        run_id: str | None = None,
     ) -> Detection | None:
-        """:meth:`detect` for a prepared call; ``run_id`` must already be normalised."""
-        run = run_id
+        """The loop this call would continue, if any. Takes a :class:`PreparedCall`, or the
+        spec's tool name and arguments (then None while the rolling detectors are off; the
+        guard asks only when they are on)."""
+        if type(tool_name) is not str and isinstance(tool_name, PreparedCall):
+            call, run = tool_name.prospect, tool_name.run_id
+        elif not self.config.rolling_enabled:
+            return None
+        else:
+            prepared = self.prepare(tool_name, args, run_id=run_id)
+            call, run = prepared.prospect, prepared.run_id
         limits = self.limits_for_tool(call.tool_name) if self._per_tool else self.limits
         if limits is None:  # exempt: recorded like any call, never the subject of a verdict
             return None

@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._text import optional_id, text_id
-from ..detectors import Detection, Prospect
+from ..detectors import Detection
+from ..engine import PreparedCall
 from ..events import LoopEvent
 from ..history import SessionState, normalize_run_id
 from ..types import ToolCall
@@ -44,8 +45,9 @@ class AdmitBatch(Transaction[BatchAdmission]):
                  agent_id: Any) -> None:
         self.core = core
         self.calls = [_normal_call(c) for c in calls]
-        self.prepared = [core.detector.prepare(c.tool_name, c.args) for c in self.calls]
         run = normalize_run_id(run_id if run_id is not None else _common_run(self.calls))
+        prepare = core.detector.prepare
+        self.prepared = [prepare(c.tool_name, c.args, run_id=run) for c in self.calls]
         self.ctx = CallContext(text_id(session), run, None, optional_id(agent_id))
         self.session = self.ctx.session
         self.counts_calls = len(self.calls)
@@ -75,28 +77,27 @@ class AdmitBatch(Transaction[BatchAdmission]):
     def fallback(self) -> BatchAdmission:
         """The failure policy's verdict for every call."""
         policy = self.core.store_health.policy
-        return BatchAdmission(tuple(policy.admission(p.tool_name, c.call_id)
+        return BatchAdmission(tuple(policy.admission(p.prospect.tool_name, c.call_id)
                                     for p, c in zip(self.prepared, self.calls, strict=True)))
 
 
 
 def admit(
     core: GuardCore, state: SessionState, calls: Sequence[ToolCall],
-    prepared: Sequence[Prospect], ctx: CallContext,
+    prepared: Sequence[PreparedCall], ctx: CallContext,
 ) -> tuple[BatchAdmission, list[LoopEvent]]:
     """Judge the turn: block it all at its first critical, else admit every call."""
     detector = core.detector
     detections: list[Detection | None] = []
     if core.rolling:
         # Earlier turns' calls still in flight count like this batch's earlier siblings.
-        flights = in_flight(core, state, ctx.run, {p.args_hash for p in prepared})
+        flights = in_flight(core, state, ctx.run_id, {p.prospect.args_hash for p in prepared})
         with as_vetoes(flights):
             projected = state.copy() if len(calls) > 1 else state
-            for i, call in enumerate(prepared):
+            for i, p in enumerate(prepared):
                 if i:
-                    detector.record_outcome_prepared(projected, prepared[i - 1], VETO,
-                                                     run_id=ctx.run)
-                detections.append(detector.detect_prepared(projected, call, run_id=ctx.run))
+                    detector.record_outcome(projected, prepared[i - 1], outcome=VETO)
+                detections.append(detector.detect(projected, p))
     else:
         detections = [None] * len(calls)
     trigger = next((i for i, d in enumerate(detections) if d and d.level == "critical"), None)
@@ -104,17 +105,17 @@ def admit(
         return _admit_all(core, state, calls, prepared, detections, ctx)
     detection = detections[trigger]
     assert detection is not None
-    call = prepared[trigger]
-    terminal = not state.mark_recovery(ctx.run)
+    call = prepared[trigger].prospect
+    terminal = not state.mark_recovery(ctx.run_id)
     for c, p in zip(calls, prepared, strict=True):
-        if p.args_hash == call.args_hash:
-            veto(core, state, p, c.call_id, ctx.run)
+        if p.prospect.args_hash == call.args_hash:
+            veto(core, state, p, c.call_id)
     intervention = Intervention(calls[trigger].call_id, call.tool_name, call.args_hash,
                                 detection.detector, detection.count, detection.message)
     own = TERMINAL_TEXT if terminal else RECOVERY_TEXT
     sibling = TERMINAL_SIBLING_TEXT if terminal else RECOVERY_SIBLING_TEXT
     verdicts = tuple(
-        Verdict("block", detection if i == trigger else None, p.tool_name, c.call_id,
+        Verdict("block", detection if i == trigger else None, p.prospect.tool_name, c.call_id,
                 f"{detection.message}\n\n{own}" if i == trigger else sibling,
                 intervention, terminal)
         for i, (c, p) in enumerate(zip(calls, prepared, strict=True))
@@ -126,19 +127,21 @@ def admit(
 
 def _admit_all(
     core: GuardCore, state: SessionState, calls: Sequence[ToolCall],
-    prepared: Sequence[Prospect], detections: Sequence[Detection | None], ctx: CallContext,
+    prepared: Sequence[PreparedCall], detections: Sequence[Detection | None],
+    ctx: CallContext,
 ) -> tuple[BatchAdmission, list[LoopEvent]]:
     verdicts: list[Verdict] = []
     events: list[LoopEvent] = []
     for c, p, d in zip(calls, prepared, detections, strict=True):
-        verdict = Verdict("allow", d, p.tool_name, c.call_id)
-        if d is not None and should_warn(core, state, d, p.tool_name, ctx.run):
+        tool = p.prospect.tool_name
+        verdict = Verdict("allow", d, tool, c.call_id)
+        if d is not None and should_warn(core, state, d, tool, ctx.run_id):
             verdict = replace(verdict, action="warn")
-            events.append(loop_event(ctx.for_call(c.call_id), p.tool_name, d, "warn", state))
+            events.append(loop_event(ctx.for_call(c.call_id), tool, d, "warn", state))
         verdicts.append(verdict)
     if core.rolling:
         for c, p in zip(calls, prepared, strict=True):
-            core.detector.record_prepared(state, p, call_id=c.call_id, run_id=ctx.run)
+            core.detector.record(state, p, call_id=c.call_id)
     return BatchAdmission(tuple(verdicts)), events
 
 

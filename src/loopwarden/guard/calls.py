@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .._text import text_id
 from ..compaction import CompactionLoopPersistedError
 from ..detectors import Prospect
+from ..engine import PreparedCall
 from ..events import LoopEvent
 from ..fingerprint import Outcome
 from ..history import CallRecord, SessionState, normalize_run_id
 from ..learning import Leaves, learn, learned_hash
 from ..types import MISSING
 from .core import as_vetoes, in_flight, internal_error, loop_event, should_warn, veto
-from .transactions import Answered, CallContext, Step, Transaction
+from .transactions import Answered, Step, Transaction
 from .verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -29,13 +30,14 @@ if TYPE_CHECKING:
 __all__ = ["AfterCall", "BeforeCall", "GuardCall", "ObserveCall", "one_call"]
 
 
-class GuardCall(CallContext):
-    """One hook's call: its context, its fingerprint and (after it ran) its outcome — all a
-    transaction needs, in one object, so the path every call takes builds nothing else.
+class GuardCall(PreparedCall):
+    """One hook's call: a :class:`PreparedCall` (the engine takes it as it is) with the hook's
+    ids and, after it ran, its outcome — all a transaction needs, in one object, so the path
+    every call takes builds nothing else. It names a call as a :class:`CallContext` does.
 
     Raises only when the args cannot be fingerprinted (or the outcome hashed)."""
 
-    __slots__ = ("core", "error", "leaves", "outcome", "prospect")
+    __slots__ = ("agent", "call_id", "core", "error", "leaves", "outcome", "session")
     #: Whether the call has run: its outcome is hashed when it is built.
     observes: ClassVar[bool] = False
     # Set when the call observes (see observes).
@@ -51,14 +53,16 @@ class GuardCall(CallContext):
         if type(tool_name) is not str:
             tool_name = text_id(tool_name)
         self.session = session if type(session) is str else text_id(session)
-        self.run = normalize_run_id(run_id)
         self.call_id = call_id if call_id is None or type(call_id) is str else text_id(call_id)
         self.agent = agent_id if agent_id is None or type(agent_id) is str else text_id(agent_id)
         detector = core.detector
-        self.prospect = detector.prepare(tool_name, args)
+        # PreparedCall.__init__ written out (a call less on every hook): what
+        # LoopDetector.prepare would build, the run id normalised.
+        self.prospect = detector.fingerprint(tool_name, args)
+        self.run_id = normalize_run_id(run_id)
+        self.args = args
         if self.observes:
-            self.outcome, self.leaves = detector.observe_prepared(self.prospect, args, result,
-                                                                  error)
+            self.outcome, self.leaves = detector.observe(self, result, error)
             self.error = error
 
     # -- the rules (run inside the store's transaction) ---------------------------------------
@@ -69,36 +73,37 @@ class GuardCall(CallContext):
         core = self.core
         detector = core.detector
         prospect = self.prospect
-        seen = state.open_call(self.run, self.call_id, prospect.tool_name, prospect.args_hash)
+        run = self.run_id
+        seen = state.open_call(run, self.call_id, prospect.tool_name, prospect.args_hash)
         if seen is not None:
             # A retried hook: answer as the first delivery did, without counting or warning again.
             if seen.is_veto:
-                again = detector.detect_prepared(state, prospect, run_id=self.run)
+                again = detector.detect(state, self)
                 return Verdict("block", again, prospect.tool_name, self.call_id)
             return Verdict("allow", None, prospect.tool_name, self.call_id)
         if not core.rolling:
             return Verdict("allow", None, prospect.tool_name, self.call_id)
-        flights = in_flight(core, state, self.run, (prospect.args_hash,)) if live else ()
+        flights = in_flight(core, state, run, (prospect.args_hash,)) if live else ()
         if flights:
             with as_vetoes(flights):
-                detection = detector.detect_prepared(state, prospect, run_id=self.run)
+                detection = detector.detect(state, self)
         else:
-            detection = detector.detect_prepared(state, prospect, run_id=self.run)
+            detection = detector.detect(state, self)
         if detection is None:  # the common case, kept short: no events, so no Step
-            detector.append_prepared(state, prospect, self.call_id, self.run)
+            detector.record(state, self, self.call_id, True)  # new: looked for above
             return Verdict("allow", None, prospect.tool_name, self.call_id)
         if detection.level == "critical":
-            veto(core, state, prospect, self.call_id, self.run)
+            veto(core, state, self, self.call_id)
             # The first critical of a run leaves the model one recovery turn; a second one in
             # the same run is terminal (spec §f.1), for one-call doors as for batches.
             verdict = Verdict("block", detection, prospect.tool_name, self.call_id,
-                              terminate=not state.mark_recovery(self.run))
+                              terminate=not state.mark_recovery(run))
             return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state)])
         step = Step(Verdict("allow", detection, prospect.tool_name, self.call_id))
-        if should_warn(core, state, detection, prospect.tool_name, self.run):
+        if should_warn(core, state, detection, prospect.tool_name, run):
             step.value.action = "warn"
             step.events.append(loop_event(self, prospect.tool_name, detection, "warn", state))
-        detector.append_prepared(state, prospect, self.call_id, self.run)
+        detector.record(state, self, self.call_id, True)
         return step
 
     def settle(self, state: SessionState) -> Verdict | Step[Verdict]:
@@ -107,19 +112,22 @@ class GuardCall(CallContext):
         core = self.core
         detector = core.detector
         outcome, leaves = self.outcome, self.leaves
+        run = self.run_id
+        call: PreparedCall = self
         prospect = self.prospect
-        admitted = state.admitted_record(self.run, self.call_id, prospect.tool_name,
+        admitted = state.admitted_record(run, self.call_id, prospect.tool_name,
                                          prospect.args_hash)
         if admitted is not None:  # the tool changed its args while it ran
-            prospect = _as_admitted(prospect, admitted)
+            call = _as_admitted(self, admitted)
+            prospect = call.prospect
         if leaves is not None and outcome.result_hash and outcome.outcome_kind is None:
             volatile = learn(state.learned, prospect.tool_name,
-                             f"{self.run or ''}|{prospect.args_hash}", leaves)
+                             f"{run or ''}|{prospect.args_hash}", leaves)
             if volatile:
                 outcome = outcome._replace(result_hash=learned_hash(leaves, volatile))
-        record = detector.record_outcome_prepared(state, prospect, outcome, self.error,
-                                                  self.call_id, self.run)
-        guard = state.compaction.get(self.run or "") if state.compaction else None
+        record = detector.record_outcome(state, call, outcome=outcome, error=self.error,
+                                         call_id=self.call_id)
+        guard = state.compaction.get(run or "") if state.compaction else None
         if guard is None and not core.post_outcome:  # the common case: no events possible
             return Verdict("allow", None, prospect.tool_name, self.call_id)
         step = Step(Verdict("allow", None, prospect.tool_name, self.call_id))
@@ -129,7 +137,7 @@ class GuardCall(CallContext):
             if verdict.should_abort:
                 step.abort = CompactionLoopPersistedError.from_verdict(verdict)
                 step.events.append(LoopEvent(
-                    session=self.session, run=self.run, agent=self.agent, call_id=self.call_id,
+                    session=self.session, run=run, agent=self.agent, call_id=self.call_id,
                     tool=prospect.tool_name, level="critical", action="abort",
                     detector=verdict.detector or "compaction_loop_persisted",
                     count=verdict.count, message=verdict.message or "",
@@ -139,9 +147,9 @@ class GuardCall(CallContext):
             # Would the same call, made next, continue a loop? Tell the model now, on this
             # result, instead of after it has made that call (a critical next call is still
             # blocked before it runs).
-            detection = detector.detect_prepared(state, prospect, run_id=self.run)
+            detection = detector.detect(state, call)
             if detection is not None and should_warn(core, state, detection, prospect.tool_name,
-                                                     self.run, any_level=True):
+                                                     run, any_level=True):
                 step.value = replace(step.value, action="warn", detection=detection)
                 step.events.append(loop_event(self, prospect.tool_name, detection, "warn", state))
         return step
@@ -235,10 +243,11 @@ def one_call(
         return Answered(internal_error(core, tool_name, exc))
 
 
-def _as_admitted(prospect: Prospect, record: CallRecord) -> Prospect:
-    """``prospect`` under the fingerprint its call was admitted with (see
+def _as_admitted(call: PreparedCall, record: CallRecord) -> PreparedCall:
+    """``call`` under the fingerprint it was admitted with (see
     :meth:`SessionState.admitted_record`): the outcome is recorded, and the next call judged,
     as for the unchanged arguments that the model will send again."""
-    return Prospect(prospect.tool_name, record.args_hash, prospect.known_poll,
-                    prospect.poll_critical_at_warning, record.mutation_target_hash,
-                    prospect.profile)
+    prospect = call.prospect
+    return PreparedCall(Prospect(prospect.tool_name, record.args_hash, prospect.known_poll,
+                                 prospect.poll_critical_at_warning, record.mutation_target_hash,
+                                 prospect.profile), call.run_id, call.args)

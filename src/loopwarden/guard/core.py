@@ -36,8 +36,8 @@ from .verdicts import GuardStats, Verdict
 
 if TYPE_CHECKING:
     from ..config import LoopDetectionConfig  # only the engine loads it, and only when needed
-    from ..detectors import Prospect
-    from .transactions import CallContext
+    from ..engine import PreparedCall
+    from .transactions import Named
 
 __all__ = ["DISABLE_ENV", "GuardCore", "as_vetoes", "in_flight", "internal_error",
            "loop_event", "should_warn", "veto"]
@@ -127,16 +127,14 @@ def internal_error(core: GuardCore, tool: object, exc: Exception) -> Verdict:
     return Verdict("allow", tool_name=text_id(tool))
 
 
-def veto(core: GuardCore, state: SessionState, prospect: Prospect, call_id: str | None,
-         run: str | None) -> None:
+def veto(core: GuardCore, state: SessionState, call: PreparedCall, call_id: str | None) -> None:
     """Record a blocked call as a veto. A call id that names no open call is a new call
     (an earlier call's id reused), so it gets its own record rather than being taken
     for a retry of that finished call."""
     detector = core.detector
-    if call_id and state.open_call(run, call_id, prospect.tool_name,
-                                   prospect.args_hash) is None:
-        detector.append_prepared(state, prospect, call_id, run)
-    detector.record_outcome_prepared(state, prospect, VETO, call_id=call_id, run_id=run)
+    if call_id:
+        detector.record(state, call, call_id=call_id)  # (an open call with this id: itself)
+    detector.record_outcome(state, call, outcome=VETO, call_id=call_id)
 
 
 def in_flight(core: GuardCore, state: SessionState, run: str | None,
@@ -187,11 +185,11 @@ def should_warn(
         warning_bucket(detection.count, (limits or detector.limits).warning))
 
 
-def loop_event(ctx: CallContext, tool: str, detection: Detection, action: str,
+def loop_event(ctx: Named, tool: str, detection: Detection, action: str,
                state: SessionState | None = None) -> LoopEvent:
     """The event of a warn or block; ``ctx`` names the session, run, agent and call id."""
     return LoopEvent(
-        session=ctx.session, run=ctx.run, agent=ctx.agent, call_id=ctx.call_id, tool=tool,
+        session=ctx.session, run=ctx.run_id, agent=ctx.agent, call_id=ctx.call_id, tool=tool,
         level=detection.level, action=action, detector=detection.detector,
         count=detection.count, message=detection.message,
         paired_tool=detection.paired_tool_name,

@@ -16,7 +16,7 @@ admission in ``batch.py``; the two small ones that need neither are here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from .._text import text_id
 from ..compaction import CompactionLoopPersistedError, PostCompactionGuard
@@ -26,7 +26,8 @@ from ..history import CallRecord, SessionState, normalize_run_id
 if TYPE_CHECKING:
     from .core import GuardCore
 
-__all__ = ["Answered", "ArmCompaction", "CallContext", "ReadHistory", "Step", "Transaction"]
+__all__ = ["Answered", "ArmCompaction", "CallContext", "Named", "ReadHistory", "Step",
+           "Transaction"]
 
 R = TypeVar("R")
 
@@ -82,22 +83,31 @@ class Answered(Transaction[R]):
         self.value = value
 
 
+class Named(Protocol):
+    """What names a call in its events: a :class:`CallContext`, or a one-call hook's call."""
+
+    session: str
+    run_id: str | None
+    call_id: str | None
+    agent: str | None
+
+
 class CallContext:
     """Who a transaction is for: session, normalised run, call id, agent."""
 
     # A plain slots class: a frozen dataclass costs a microsecond to build, once per hook.
-    __slots__ = ("agent", "call_id", "run", "session")
+    __slots__ = ("agent", "call_id", "run_id", "session")
 
-    def __init__(self, session: str, run: str | None, call_id: str | None,
+    def __init__(self, session: str, run_id: str | None, call_id: str | None,
                  agent: str | None) -> None:
         self.session = session
-        self.run = run
+        self.run_id = run_id
         self.call_id = call_id
         self.agent = agent
 
     def for_call(self, call_id: str | None) -> CallContext:
         """The same session, run and agent, for another call of the turn."""
-        return CallContext(self.session, self.run, call_id, self.agent)
+        return CallContext(self.session, self.run_id, call_id, self.agent)
 
 
 class ArmCompaction(Transaction[None]):
