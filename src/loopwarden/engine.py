@@ -29,6 +29,7 @@ from .fingerprint import (
     result_error_text,
     text_outcome,
 )
+from .fingerprint.leaves import Leaves, leaves_of
 from .history import (
     OUTCOME_TERMINAL_EXEC_FAILURE,
     OUTCOME_VETO,
@@ -38,7 +39,6 @@ from .history import (
     warning_bucket,
     warning_key,
 )
-from .learning import Leaves, leaves_of
 from .profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
 from .types import MISSING
 from .volatile import mask_value, mask_volatile

@@ -21,7 +21,6 @@ from .fingerprint.outcomes import (
     OUTCOME_VETO,
     OUTCOME_WRITE_MUTATION,
 )
-from .learning import check_learned
 
 __all__ = [
     "OUTCOME_TERMINAL_EXEC_FAILURE",
@@ -416,3 +415,27 @@ class RunView:
 
 
 _EMPTY: deque[CallRecord] = deque()
+
+
+def check_learned(data: Any) -> dict[str, Any]:
+    """``data`` as a session's learned state; raises ``ValueError`` when a part learning reads
+    has the wrong shape (a corrupt stored state). Keys it does not know pass through."""
+    if not isinstance(data, dict):
+        raise ValueError("learned state is not an object")
+    _check_map(data.get("seen", {}), lambda v: isinstance(v, str))
+    _check_map(data.get("last", {}), lambda v: isinstance(v, dict) and _all_str(v))
+    _check_map(data.get("volatile", {}),
+               lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v))
+    _check_map(data.get("scores", {}), lambda v: isinstance(v, dict) and all(
+        isinstance(k, str) and type(n) is int for k, n in v.items()))
+    return dict(data)
+
+
+def _check_map(value: Any, valid: Any) -> None:
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and valid(v) for k, v in value.items()):
+        raise ValueError("learned state has the wrong shape")
+
+
+def _all_str(mapping: dict[Any, Any]) -> bool:
+    return all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items())
