@@ -1,37 +1,17 @@
-"""``LoopDetector``: record calls and outcomes into a :class:`SessionState` and detect loops.
-
-Pure and synchronous: the guard adds policy, stores and events on top. :meth:`LoopDetector.prepare`
-turns a call into a :class:`PreparedCall` — fingerprinted once, its run id normalised — and
-:meth:`~LoopDetector.record`, :meth:`~LoopDetector.record_outcome`, :meth:`~LoopDetector.detect`
-and :meth:`~LoopDetector.observe` take it, so the guard does that work once per call. The
-spec's raw-argument forms (DESIGN.md §3: ``record_call``, ``record_outcome``, ``detect`` with a
-tool name and its arguments) prepare the call and go the same way.
-"""
+""":class:`LoopDetector`: a call's fingerprint recorded into the session's history, and the
+detectors asked whether it continues a loop; with the detector's log lines."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
-import re
 from time import time_ns as _time_ns
 from typing import TYPE_CHECKING, Any, overload
 
-from ._text import log_text
-from .detectors import Detection, Facts, Limits, Prospect, evaluate, gates_for, write_churn
-from .fingerprint import (
-    Outcome,
-    args_hash_of_json,
-    canonical_json,
-    error_text,
-    mutation_target_hash,
-    profiled_outcome,
-    result_error_text,
-    text_outcome,
-)
-from .fingerprint.leaves import Leaves, leaves_of
-from .history import (
-    OUTCOME_TERMINAL_EXEC_FAILURE,
+from .._text import log_text
+from ..detectors import Detection, Facts, Limits, Prospect, evaluate, gates_for, write_churn
+from ..fingerprint import Outcome, error_text
+from ..history import (
     OUTCOME_VETO,
     CallRecord,
     SessionState,
@@ -39,23 +19,22 @@ from .history import (
     warning_bucket,
     warning_key,
 )
-from .profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
-from .types import MISSING
-from .volatile import mask_value, mask_volatile
+from ..types import MISSING
+from ..volatile import mask_volatile
+from .fingerprinter import Fingerprinter, PreparedCall
+from .limits import limits_for, with_tool_thresholds
 
 if TYPE_CHECKING:
     # Imported when needed: a caller that passes its config (the Claude Code hook passes a
     # plain snapshot, see _config_snapshot) never loads pydantic.
-    from .config import LoopDetectionConfig
+    from ..config import LoopDetectionConfig
 
-__all__ = ["LoopDetector", "PreparedCall", "limits_for", "resolve_registry"]
+__all__ = ["LoopDetector"]
 
 log = logging.getLogger("loopwarden.detection")
 
-_PREPARED_CACHE_SIZE = 1024
 _TOOL_LIMITS_CACHE_SIZE = 1024  # tool names: a model can invent any number of them
 _UNRESOLVED = Limits()  # a cache-miss marker (compared by identity)
-_PREPARED_MAX_ARGS = 8192  # bytes of canonical JSON: the cache holds at most ~8 MB
 
 _DETECTOR_LOG: dict[tuple[str, str], tuple[int, str]] = {
     ("global_circuit_breaker", "critical"): (
@@ -85,117 +64,28 @@ _DETECTOR_LOG: dict[tuple[str, str], tuple[int, str]] = {
 }
 
 
-def limits_for(config: LoopDetectionConfig) -> Limits:
-    d = config.detectors
-    return Limits(
-        warning=config.warning_threshold,
-        critical=config.critical_threshold,
-        global_breaker=config.global_circuit_breaker_threshold,
-        unknown_tool=config.unknown_tool_threshold,
-        error_repeat=config.error_repeat_threshold,
-        generic_repeat=d.generic_repeat,
-        known_poll=d.known_poll_no_progress,
-        ping_pong=d.ping_pong,
-        argument_churn=d.argument_churn,
-        error_repeat_on=config.error_repeat_enabled,
-        progress=config.progress_aware,
-        eased_critical=_eased_critical(config.critical_threshold,
-                                       config.global_circuit_breaker_threshold),
-        cycle=d.cycle,
-    )
-
-
-def _eased_critical(critical: int, breaker: int) -> int:
-    return min(breaker, max(critical + 1, critical * 3 // 2))
-
-
-def _with_tool_thresholds(
-    config: LoopDetectionConfig, base: Limits, tool_name: str
-) -> Limits | None:
-    """``base`` with ``tool_name``'s ``perTool`` thresholds, or None when it is exempt."""
-    thresholds = config.tool_thresholds(tool_name)
-    if thresholds is None:
-        return None
-    warning, critical, breaker = thresholds
-    if (warning, critical, breaker) == (base.warning, base.critical, base.global_breaker):
-        return base
-    return dataclasses.replace(
-        base, warning=warning, critical=critical, global_breaker=breaker,
-        eased_critical=_eased_critical(critical, breaker))
-
-
-def resolve_registry(profiles: object) -> ProfileRegistry:
-    """Accept a registry, the ``loopwarden.profiles`` module itself, or None (the built-ins)."""
-    if profiles is None:
-        return default_registry
-    if isinstance(profiles, ProfileRegistry):
-        return profiles
-    registry = getattr(profiles, "default_registry", None)
-    if isinstance(registry, ProfileRegistry):
-        return registry
-    raise TypeError(f"profiles must be a ProfileRegistry, got {type(profiles).__name__}")
-
-
-class PreparedCall:
-    """A call as the engine judges it: its fingerprint (:attr:`prospect`), its arguments (the
-    outcome projections read them) and its run id, normalised here
-    (:func:`~loopwarden.history.normalize_run_id`): whoever builds one, the methods that take
-    it never see a raw run id. :meth:`LoopDetector.prepare` builds them."""
-
-    __slots__ = ("args", "prospect", "run_id")
-
-    def __init__(self, prospect: Prospect, run_id: object = None, args: Any = MISSING) -> None:
-        self.prospect = prospect
-        self.run_id = normalize_run_id(run_id)
-        self.args = args
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PreparedCall):
-            return NotImplemented
-        return (self.prospect, self.run_id, self.args) == (other.prospect, other.run_id,
-                                                           other.args)
-
-    __hash__ = None  # type: ignore[assignment]  # (equal by value, and its args may be a dict)
-
-    def __repr__(self) -> str:
-        return f"PreparedCall({self.prospect!r}, run_id={self.run_id!r})"
-
-
-class LoopDetector:
+class LoopDetector(Fingerprinter):
     """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
 
-    __slots__ = (
-        "_extended_unknown", "_gates", "_history_size", "_learn", "_mask", "_per_tool",
-        "_prepared", "_prepared_for", "_progress", "_tool_limits", "config", "limits", "registry",
-    )
+    __slots__ = ("_gates", "_history_size", "_per_tool", "_tool_limits", "config", "limits")
 
     def __init__(
         self, config: LoopDetectionConfig | None = None, profiles: object = None
     ) -> None:
         if config is None:
-            from .config import LoopDetectionConfig
+            from ..config import LoopDetectionConfig
 
             config = LoopDetectionConfig()
+        super().__init__(config, profiles)
         self.config = config
         self.limits = limits_for(self.config)
         # The O(1) pre-checks of the detectors the switches leave on (per-tool limits change
         # thresholds only), asked in turn before a call is measured.
         self._gates = gates_for(self.limits)
-        self.registry = resolve_registry(profiles)
-        # Preset switches, read on every outcome (the config is immutable).
-        self._mask = self.config.mask_volatile
-        self._learn = self.config.learn_volatile
-        self._extended_unknown = self.config.extended_unknown_tools
         self._history_size = self.config.history_size
-        self._progress = self.config.progress_aware
         # perTool: limits resolved once per tool name (None: exempt). Empty perTool skips all.
         self._per_tool = bool(self.config.per_tool)
         self._tool_limits: dict[str, Limits | None] = {}
-        # Fingerprints of recent calls by their canonical arguments: the guard's after-call
-        # hook, and every repeat of a looping call, then skip hashing, profile look-ups and
-        # the write-target hash. Valid for one registry snapshot (profiles can change).
-        self._prepared: dict[tuple[str, bytes], Prospect] = {}
-        self._prepared_for: object = None
 
     def limits_for_tool(self, tool_name: str) -> Limits | None:
         """The limits of detections whose subject is ``tool_name`` (canonical, as in
@@ -206,7 +96,7 @@ class LoopDetector:
         limits = cache.get(tool_name, _UNRESOLVED)
         if limits is not _UNRESOLVED:
             return limits
-        limits = _with_tool_thresholds(self.config, self.limits, tool_name)
+        limits = with_tool_thresholds(self.config, self.limits, tool_name)
         if len(cache) >= _TOOL_LIMITS_CACHE_SIZE:
             cache.clear()  # as for _prepared: one atomic call, safe under threads
         cache[tool_name] = limits
@@ -215,147 +105,6 @@ class LoopDetector:
     def is_exempt(self, tool_name: str) -> bool:
         """Whether ``perTool`` exempts ``tool_name`` from every verdict."""
         return self._per_tool and self.limits_for_tool(tool_name) is None
-
-    # -- fingerprinting ----------------------------------------------------------------------
-
-    def prepare(
-        self, tool_name: str, args: Any, *, run_id: object = None, cwd: str | None = None
-    ) -> PreparedCall:
-        """The call, fingerprinted (:meth:`fingerprint`) and its run id normalised, as the
-        other methods take it."""
-        return PreparedCall(self.fingerprint(tool_name, args, cwd=cwd), run_id, args)
-
-    def fingerprint(self, tool_name: str, args: Any, cwd: str | None = None) -> Prospect:
-        """Fingerprint a call: canonical tool name, args hash, and what its profile says.
-        Cached by canonical arguments (not for a ``cwd``), for one registry snapshot."""
-        canonical = canonical_json(args)
-        if cwd is not None:
-            return self._fingerprint(tool_name, args, canonical, cwd)
-        snapshot = self.registry.snapshot
-        if snapshot is not self._prepared_for:
-            self._prepared = {}
-            self._prepared_for = snapshot
-        if len(canonical) > _PREPARED_MAX_ARGS:  # rarely repeated, and would pin memory
-            return self._fingerprint(tool_name, args, canonical, None)
-        key = (tool_name, canonical)
-        prospect = self._prepared.get(key)
-        if prospect is None:
-            prospect = self._fingerprint(tool_name, args, canonical, None)
-            if len(self._prepared) >= _PREPARED_CACHE_SIZE:
-                # Clearing (one atomic call) rather than LRU eviction: safe under threads,
-                # and a loop refills the cache with its own calls at once.
-                self._prepared.clear()
-            self._prepared[key] = prospect
-        return prospect
-
-    def _fingerprint(
-        self, tool_name: str, args: Any, canonical: bytes, cwd: str | None
-    ) -> Prospect:
-        profile = self.registry.get(tool_name)
-        if profile is None:
-            prospect = Prospect(tool_name, args_hash_of_json(tool_name, canonical))
-            if self._progress:
-                prospect.mutating = mutating_by_name(tool_name)
-            return prospect
-        tool = self.registry.canonical_name(tool_name)
-        prospect = Prospect(
-            tool,
-            args_hash_of_json(tool, canonical),
-            profile.is_poll(args),
-            profile.poll_critical_at_warning,
-            mutation_target_hash(tool, args, cwd, registry=self.registry)
-            if tool == "write" else None,
-            profile,
-        )
-        if self._progress:
-            prospect.mutating = profile.is_mutating(args)
-            prospect.pacing = profile.is_pacing(args)
-            prospect.wait_ms = int(profile.waits(args) * 1000)
-        return prospect
-
-    def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:
-        """The hashes a call's result or error is recorded with (spec §c.3), masked as its
-        profile says."""
-        if self._progress:
-            return self.observe(self.prepare(tool_name, args), result, error)[0]
-        profile = self.registry.get(tool_name)
-        if profile is not None or self._mask:
-            result, error = self._masked(profile, result, error)
-        return profiled_outcome(tool_name, profile, args, result, error,
-                                extended_unknown=self._extended_unknown)
-
-    def observe(
-        self, prepared: PreparedCall, result: Any, error: Any
-    ) -> tuple[Outcome, Leaves | None]:
-        """The call's outcome, plus (``early`` preset) the leaves to learn volatile fields from.
-
-        Leaves are only taken from tools loopwarden hashes generically: OpenClaw's own
-        projections already know what to ignore. The result is masked once for both."""
-        call, args = prepared.prospect, prepared.args
-        if self._progress:
-            return self._observe_progress(call, args, result, error)
-        profile = call.profile
-        if profile is not None or self._mask:
-            result, error = self._masked(profile, result, error)
-        if type(result) is str and (error is MISSING or error is None):
-            # Most results are text: no profile projects text, so it is hashed as it is.
-            outcome = text_outcome(result)
-        else:
-            outcome = profiled_outcome(call.tool_name, profile, args, result, error,
-                                       extended_unknown=self._extended_unknown)
-        learnable = (
-            self._learn and result is not MISSING and (error is MISSING or error is None)
-            and not (profile is not None and (profile.projection or profile.is_send_like(args)))
-        )
-        return outcome, leaves_of(result) if learnable else None
-
-    def _observe_progress(
-        self, call: Prospect, args: Any, result: Any, error: Any
-    ) -> tuple[Outcome, Leaves | None]:
-        """``early``: a result that reports a failure in its body is that failure, and every
-        failure gets an identity for error repeat (see :func:`error_identity`)."""
-        failed = error is not MISSING and error is not None
-        if not failed and result is not MISSING:
-            reported = result_error_text(result)
-            if reported is not None:
-                result, error, failed = MISSING, reported, True
-        profile = call.profile
-        raw_error = error
-        if profile is not None or self._mask:
-            result, error = self._masked(profile, result, error)
-        outcome = profiled_outcome(call.tool_name, profile, args, result, error,
-                                   extended_unknown=self._extended_unknown)
-        identity: str | None
-        if failed:
-            identity = error_identity(call.args_hash, raw_error)
-        elif outcome.outcome_kind == OUTCOME_TERMINAL_EXEC_FAILURE:
-            identity = outcome.failure_identity_hash
-        else:
-            identity = None
-        if identity is not None:
-            outcome = outcome._replace(error_identity_hash=identity)
-        # Projections apply to structured results only: a projected tool's text is learned.
-        projected = profile is not None and (
-            (profile.projection is not None and type(result) is not str)
-            or profile.is_send_like(args))
-        learnable = self._learn and not failed and result is not MISSING and not projected
-        return outcome, leaves_of(result) if learnable else None
-
-    def _masked(self, profile: ToolProfile | None, result: Any, error: Any) -> tuple[Any, Any]:
-        builtin = self._mask
-        extra: tuple[Any, ...] = ()
-        if profile is not None:
-            if profile.mask_volatile is not None:
-                builtin = profile.mask_volatile
-            extra = profile.volatile_patterns
-        if not builtin and not extra:
-            return result, error
-        if result is not MISSING:
-            result = mask_value(result, extra, builtin=builtin)
-        if error is not MISSING and error is not None:
-            # (error_text, not isinstance: it never raises, and gives a str subclass's plain text)
-            error = mask_volatile(error_text(error), extra, builtin=builtin)
-        return result, error
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -549,22 +298,6 @@ class LoopDetector:
         if detection is not None:
             _log_detection(detection, call.tool_name, state, run, limits)
         return detection
-
-
-# An exit status alone ("Exit code 1", "(Command exited with code 1)") says nothing about *which*
-# failure it was: distinct commands that print it did not fail the same way.
-_STATUS_ONLY = re.compile(
-    r"(?:\s|exit code \d+|\(?command exited with code \d+\)?|error|failed|[.:#()\[\]-])*",
-    re.IGNORECASE)
-
-
-def error_identity(args_hash: str, error: Any) -> str:
-    """Which failure this was, whatever the arguments: the error text with volatile spans
-    masked. An error that only states an exit status is identified with its arguments."""
-    masked = mask_volatile(error if type(error) is str else error_text(error))
-    if _STATUS_ONLY.fullmatch(masked):
-        masked = f"{args_hash}\x00{masked}"
-    return hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
 
 
 def _log_detection(detection: Detection, tool: str, state: SessionState, run: str | None,

@@ -1,0 +1,53 @@
+"""The thresholds a config gives the detectors (:class:`~loopwarden.detectors.Limits`), and a
+tool's own under ``perTool``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from ..detectors import Limits
+
+if TYPE_CHECKING:
+    from ..config import LoopDetectionConfig
+
+__all__ = ["eased_critical", "limits_for", "with_tool_thresholds"]
+
+
+def limits_for(config: LoopDetectionConfig) -> Limits:
+    d = config.detectors
+    return Limits(
+        warning=config.warning_threshold,
+        critical=config.critical_threshold,
+        global_breaker=config.global_circuit_breaker_threshold,
+        unknown_tool=config.unknown_tool_threshold,
+        error_repeat=config.error_repeat_threshold,
+        generic_repeat=d.generic_repeat,
+        known_poll=d.known_poll_no_progress,
+        ping_pong=d.ping_pong,
+        argument_churn=d.argument_churn,
+        error_repeat_on=config.error_repeat_enabled,
+        progress=config.progress_aware,
+        eased_critical=eased_critical(config.critical_threshold,
+                                       config.global_circuit_breaker_threshold),
+        cycle=d.cycle,
+    )
+
+
+def eased_critical(critical: int, breaker: int) -> int:
+    return min(breaker, max(critical + 1, critical * 3 // 2))
+
+
+def with_tool_thresholds(
+    config: LoopDetectionConfig, base: Limits, tool_name: str
+) -> Limits | None:
+    """``base`` with ``tool_name``'s ``perTool`` thresholds, or None when it is exempt."""
+    thresholds = config.tool_thresholds(tool_name)
+    if thresholds is None:
+        return None
+    warning, critical, breaker = thresholds
+    if (warning, critical, breaker) == (base.warning, base.critical, base.global_breaker):
+        return base
+    return dataclasses.replace(
+        base, warning=warning, critical=critical, global_breaker=breaker,
+        eased_critical=eased_critical(critical, breaker))
