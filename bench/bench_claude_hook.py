@@ -1,6 +1,9 @@
 """Latency of one ``loopwarden claude-hook`` invocation, as Claude Code pays it (a benchmark that
 prints numbers, not a timed test).
 
+Both ways a hook can run are measured: answered by the resident server the first hook leaves
+behind (the default), and in its own process (``LOOPWARDEN_HOOK_SERVER=0``).
+
 Claude Code starts the hook command once per hook event — twice per tool call (PreToolUse and
 PostToolUse) — so what counts is the whole process: interpreter start, imports, reading the
 SQLite state, answering. Each run here starts the command fresh with one payload on stdin and a
@@ -17,10 +20,12 @@ an older entry point (``"python -m loopwarden.cli"``) to compare.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -56,13 +61,14 @@ def payload(event: str, turn: int) -> dict[str, Any]:
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run_once(command: list[str], db: Path, data: dict[str, Any]) -> tuple[float, float]:
+def run_once(command: list[str], db: Path, data: dict[str, Any],
+             env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one invocation. The CPU time (user + system of the child)
     is less sensitive to other processes on a busy machine than the wall time."""
     text = json.dumps(data)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([*command, "claude-hook", "--db", str(db)], input=text, env=CHILD_ENV,
+    proc = subprocess.run([*command, "claude-hook", "--db", str(db)], input=text, env=env or CHILD_ENV,
                           capture_output=True, text=True, timeout=60, check=False)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -93,18 +99,53 @@ def main() -> None:
     args = parser.parse_args()
     command = shlex.split(args.command) if args.command else [sys.executable, "-c", CONSOLE_SCRIPT]
 
-    timings: dict[str, list[tuple[float, float]]] = {"PreToolUse": [], "PostToolUse": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "hook.db"
-        run_once(command, db, payload("PreToolUse", -1))  # warm the OS caches, create the file
-        for turn in range(args.runs):
-            for event, runs in timings.items():
-                runs.append(run_once(command, db, payload(event, turn)))
     print(f"command: {shlex.join(command)} claude-hook --db TMP  (load average "
           f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} cores)")
-    for event, runs in timings.items():
-        report(event, runs)
-    report("all", [run for runs in timings.values() for run in runs])
+    for mode in ("resident", "in-process"):
+        with tempfile.TemporaryDirectory() as tmp:
+            timings = measure(command, Path(tmp), args.runs, resident=mode == "resident")
+        print(f"-- {mode}")
+        for event, runs in timings.items():
+            report(event, runs)
+        report("all", [run for runs in timings.values() for run in runs])
+
+
+def measure(command: list[str], tmp: Path, turns: int,
+            resident: bool) -> dict[str, list[tuple[float, float]]]:
+    """Time ``turns`` tool calls. Resident: the first hook leaves a server (in a private
+    runtime directory under ``tmp``), which answers the hooks measured; it is stopped after."""
+    runtime = tmp / "run"
+    runtime.mkdir(mode=0o700)
+    env = {**CHILD_ENV, "XDG_RUNTIME_DIR": str(runtime),
+           "LOOPWARDEN_HOOK_SERVER": "1" if resident else "0"}
+    db = tmp / "hook.db"
+    timings: dict[str, list[tuple[float, float]]] = {"PreToolUse": [], "PostToolUse": []}
+    try:
+        run_once(command, db, payload("PreToolUse", -1), env)  # warm caches, create the file
+        if resident:
+            wait_for_server(runtime)
+        for turn in range(turns):
+            for event, runs in timings.items():
+                runs.append(run_once(command, db, payload(event, turn), env))
+    finally:
+        stop_servers(runtime)
+    return timings
+
+
+def wait_for_server(runtime: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not list(runtime.glob("loopwarden-*/hook-*.sock")):
+        if time.monotonic() > deadline:
+            raise SystemExit("no resident hook server started")
+        time.sleep(0.05)
+
+
+def stop_servers(runtime: Path) -> None:
+    for lock in runtime.glob("loopwarden-*/hook-*.sock.lock"):
+        pid = lock.read_text().strip()
+        if pid.isdigit():
+            with contextlib.suppress(OSError):  # already gone
+                os.kill(int(pid), signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -26,15 +26,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: list[str]) -> int:
     if args[:1] == ["claude-hook"]:
-        from .cli.claude_hook import run
-
-        return run(args[1:])
+        return _claude_hook(args[1:])
     from .cli import main as cli_main
 
     # The app reads sys.argv itself; make it hold the arguments given here.
     sys.argv[1:] = args
     cli_main()
     return 0
+
+
+def _claude_hook(argv: list[str]) -> int:
+    """Answer one Claude Code hook: through the resident server when one runs for hooks started
+    like this one, else here, leaving a server behind for the next hook."""
+    from .cli import _resident
+
+    if not _resident.enabled() or "-h" in argv or "--help" in argv:
+        from .cli.claude_hook import run
+
+        return run(argv)
+    payload = sys.stdin.buffer.read()
+    code = _resident.answer_resident(argv, payload)
+    if code is not None:
+        return code
+    import io
+
+    from .cli.claude_hook import run
+
+    sys.stdin = io.TextIOWrapper(io.BytesIO(payload), encoding="utf-8")
+    code = run(argv)
+    _resident.start_server(argv)
+    return code
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from ..config import LoopDetectionConfig
 
-__all__ = ["default_db_path", "register", "run"]
+__all__ = ["default_db_path", "register", "run", "serve"]
 
 # Claude Code reads exit code 2 as "block"; every loopwarden failure must stay non-blocking,
 # usage errors included (argparse's own code for them is 2).
@@ -169,6 +169,14 @@ def run(argv: Sequence[str]) -> int:
         sys.stderr.write(crash_message("claude-hook", exc) + "\n")
         return _EXIT_NON_BLOCKING_ERROR
     return 0
+
+
+def serve(argv: Sequence[str]) -> int:
+    """Answer hooks started with ``argv`` from this process until it is idle (the resident
+    server, :mod:`loopwarden.cli._resident`): the imports are paid once, not per hook."""
+    from ._resident import serve as serve_resident
+
+    return serve_resident(argv, run)
 
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,
