@@ -1,9 +1,10 @@
 """The ``loopwarden`` command line: one Typer app, one module per command family.
 
 - ``application``: the app itself (``--version``, the crash guard, exit codes) and :func:`main`;
-- ``scan`` (``scan``, ``eval``), ``calibrate``, ``runs``, ``config`` (``config check``),
-  ``claude_hook`` (``claude-hook``), ``mcp_proxy`` (``mcp-proxy``): one module per command
-  family, each adding its commands with ``register(app)``; they import none of each other;
+- ``scan`` (``scan``, ``eval``; a package of private parts), ``calibrate``, ``runs``,
+  ``config`` (``config check``), ``claude_hook`` (``claude-hook``), ``mcp_proxy``
+  (``mcp-proxy``): one module per command family, each adding its commands with
+  ``register(app)``; they import none of each other;
 - ``_common``: what the transcript commands share (their config, path checks, stderr lines);
 - ``_exits``: how a process ends (141 on a closed stdout, one line on a crash).
 

@@ -1,0 +1,158 @@
+"""What ``scan`` reads: the arguments turned into transcript files (standard input copied,
+folders walked, a file found twice scanned once), scanned in ``--jobs`` worker processes, and
+what was passed over and why."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...config import LoopDetectionConfig
+from ...report.table import STDIN, Row, ShownNames
+from ...scan import FileScan, scanning
+from ...transcripts import ReadProblem, iter_transcript_files
+from ._options import _progress
+
+if TYPE_CHECKING:
+    from ...report.html import HtmlReport
+
+
+#: Without ``--jobs``, less transcript data than this is scanned in one process: starting
+#: workers would cost more than they save.
+PARALLEL_MIN_BYTES = 4_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A path that was not scanned, and why (from ``scan``'s point of view)."""
+
+    path: str
+    reason: str
+    explicit: bool  # named on the command line, not found by walking a folder
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOutcome:
+    """What one ``scan`` of its arguments found: the transcripts scanned and the paths passed
+    over."""
+
+    rows: list[Row]  # every scanned transcript, in the order scanned, with its shown name
+    skipped: list[Skipped]
+    nothing_usable: bool  # no argument was a folder that could be listed or a transcript
+
+    @property
+    def scans(self) -> list[FileScan]:
+        """Every scanned transcript's scan, in the order scanned."""
+        return [row.scan for row in self.rows]
+
+
+@contextmanager
+def _stdin_copy(paths: Sequence[Path]) -> Iterator[Path | None]:
+    """Standard input copied to a temporary file when ``-`` is an argument: the readers and
+    the format sniffer take files, and a pipe can be read only once."""
+    if not any(str(path) == STDIN for path in paths):
+        yield None
+        return
+    handle, name = tempfile.mkstemp(prefix="loopwarden-stdin-")
+    try:
+        with os.fdopen(handle, "wb") as copy:
+            if sys.stdin is not None:
+                shutil.copyfileobj(sys.stdin.buffer, copy)
+        yield Path(name)
+    finally:
+        os.unlink(name)
+
+
+def _scan_all(paths: Sequence[Path], config: LoopDetectionConfig, format: str,
+              report: HtmlReport | None, jobs: int | None = None,
+              stdin_file: Path | None = None) -> ScanOutcome:
+    """Scan file by file; only each file's summary outlives its scan (bounded memory)."""
+    arguments = [stdin_file if stdin_file is not None and str(path) == STDIN else path
+                 for path in paths]
+    folders = [path for path in arguments if os.path.isdir(path.expanduser())]
+    named = {_real(path) for path in arguments if path not in folders}
+    skipped: list[Skipped] = []
+    listable = [folder for folder in folders if _listable(folder, skipped)]
+    walked: list[ReadProblem] = []
+    files = _walk([p if p not in folders or p in listable else None for p in arguments],
+                  walked.append)
+    skipped.extend(Skipped(problem.path, problem.message, False) for problem in walked)
+    names = ShownNames([str(path) for path in paths])
+    rows: list[Row] = []
+    workers = jobs if jobs is not None else _default_jobs([path for path, _ in files])
+    with scanning([path for path, _ in files], config, format=format, jobs=workers,
+                  keep_traces=report is not None) as results, \
+            _progress(len(files), "scanning") as advance:
+        for (path, argument), result in zip(files, results, strict=True):
+            advance(path.name)
+            if stdin_file is not None and path == stdin_file:
+                result = _from_stdin(result)
+            if result.format is None:
+                reason = result.problems[0].message if result.problems else "not read"
+                skipped.append(Skipped(result.path, reason, _real(path) in named))
+                continue
+            if report is not None:
+                report.add(result)
+            rows.append(Row(names.name(result.path, argument), result.without_trace()))
+    return ScanOutcome(rows, skipped, nothing_usable=not listable and not rows)
+
+
+def _walk(arguments: Sequence[Path | None],
+          on_problem: Callable[[ReadProblem], None]) -> list[tuple[Path, int]]:
+    """The files to scan, each with the index of the argument it was found under (None: an
+    argument not to walk); a file found twice is scanned once, as by iter_transcript_files."""
+    seen: set[str] = set()
+    files: list[tuple[Path, int]] = []
+    for index, argument in enumerate(arguments):
+        if argument is None:
+            continue
+        for path in iter_transcript_files([argument], on_problem=on_problem):
+            key = os.path.realpath(path)
+            if key not in seen:
+                seen.add(key)
+                files.append((path, index))
+    return files
+
+
+def _default_jobs(files: Sequence[Path]) -> int:
+    """The number of cores, for scans big enough to gain from more than one process."""
+    cores = os.cpu_count() or 1
+    if cores == 1 or len(files) < 2:
+        return 1
+    total = 0
+    for path in files:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            continue  # scanning reports it
+        if total >= PARALLEL_MIN_BYTES:
+            return cores
+    return 1
+
+
+def _from_stdin(result: FileScan) -> FileScan:
+    """The scan of standard input's copy, named ``-`` as on the command line."""
+    result.path = STDIN
+    result.problems = [dataclasses.replace(problem, path=STDIN) for problem in result.problems]
+    return result
+
+
+def _real(path: Path) -> str:
+    return os.path.realpath(path.expanduser())  # unlike Path.resolve, never raises (loops)
+
+
+def _listable(folder: Path, skipped: list[Skipped]) -> bool:
+    try:
+        with os.scandir(folder.expanduser()):
+            return True
+    except OSError as exc:
+        skipped.append(Skipped(str(folder), f"cannot list folder: {exc.strerror or exc}", True))
+        return False

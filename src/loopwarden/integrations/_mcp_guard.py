@@ -1,0 +1,323 @@
+"""The MCP proxy's transport-free translation: :class:`McpLoopGuard` guards the ``tools/call``
+traffic of one client connection, given parsed messages.
+
+It keeps what an answer must be matched with: the calls in flight, the client batches some of
+whose calls were blocked, and the task-augmented calls whose outcome comes later. Part of
+:mod:`loopwarden.integrations.mcp_proxy`, which describes the behaviour.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..guard import LoopGuard, Verdict, append_note
+from ..types import MISSING
+from ._mcp_messages import (
+    _annotate_error,
+    _created_task,
+    _error_text,
+    _id_key,
+    _is_final,
+    _is_input_retry,
+    _is_request,
+    _meta_str,
+    _notes,
+    _response_key,
+    _task_param,
+    _tool_error,
+    blocked_response,
+)
+
+__all__ = ["CALL_ID_META_KEYS", "MAX_TASKS", "RUN_ID_META_KEYS", "McpLoopGuard"]
+
+RUN_ID_META_KEYS = ("runId", "run_id", "loopwarden/runId")
+CALL_ID_META_KEYS = ("toolCallId", "tool_call_id", "loopwarden/toolCallId")
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A forwarded ``tools/call`` waiting for the upstream's response."""
+
+    tool: str
+    args: Any
+    run_id: str | None
+    call_id: str | None
+    #: None for a retried call that carries input responses: it was admitted the first time.
+    before: Verdict | None
+
+
+@dataclass(slots=True)
+class _Task:
+    """An admitted task-augmented call whose result the upstream has yet to hand over."""
+
+    flight: _InFlight
+    #: The warning notes for the result, once the outcome is recorded (a failure seen in a
+    #: status before the client fetched the result).
+    notes: list[str] | None = None
+
+
+#: Tasks the proxy remembers at once: a client that never fetches its results must not grow
+#: the proxy's memory. The oldest link is dropped first (its call then stays unrecorded).
+MAX_TASKS = 4096
+_TASK_METHODS = ("tasks/result", "tasks/get", "tasks/cancel")
+
+
+@dataclass(slots=True)
+class _PendingBatch:
+    """A client batch some of whose calls were blocked: their responses wait to be merged into
+    the upstream's array answer to the calls that were forwarded."""
+
+    awaited: set[str]  # forwarded requests the upstream has yet to answer
+    order: list[str]  # every request of the batch, in the client's order
+    replies: list[dict[str, Any]]  # the blocked calls' responses
+
+
+class McpLoopGuard:
+    """Guards the ``tools/call`` traffic of one MCP client connection (one guard session).
+
+    Feed it every parsed message: :meth:`from_client` for what the client sends (it says what to
+    forward and what to answer directly), :meth:`from_upstream` for what the upstream sends (it
+    returns the message for the client, annotated when needed). A message it has nothing to do
+    with comes back as the same object, so a transport can forward the original bytes.
+    """
+
+    def __init__(
+        self, guard: LoopGuard, *, session: str | None = None, agent_id: str | None = None
+    ) -> None:
+        self.guard = guard
+        self.session = session or f"mcp-{uuid.uuid4()}"
+        self.agent_id = agent_id
+        self._in_flight: dict[str, _InFlight] = {}
+        # Clients may reuse JSON-RPC ids once a request is answered; the guard would take a
+        # reused call id for a retried hook and not count the call, so ids are made unique.
+        self._seq = itertools.count(1)
+        # Request key -> the partly blocked batch whose array answer it is part of.
+        self._batches: dict[str, _PendingBatch] = {}
+        # taskId -> the call it runs; request key -> the tasks/* method and the task it asks
+        # about.
+        self._tasks: dict[str, _Task] = {}
+        self._task_requests: dict[str, tuple[str, str]] = {}
+
+    async def from_client(self, message: Any) -> tuple[Any, list[Any]]:
+        """Returns what to forward upstream (None: nothing) and the messages to send straight
+        back to the client (the results of blocked calls).
+
+        A batch is answered with one array (JSON-RPC 2.0): when some of its calls are blocked
+        and others forwarded, the blocked calls' responses wait for the upstream's array and
+        are merged into it (:meth:`from_upstream`)."""
+        if not isinstance(message, list):
+            forward, reply = await self._client_message(message)
+            return forward, [reply] if reply is not None else []
+        forwards: list[Any] = []
+        blocked: list[dict[str, Any]] = []
+        replies: list[Any] = []  # earlier batches a cancellation completed
+        for item in message:
+            forward, reply = await self._client_message(item)
+            if forward is not None:
+                forwards.append(forward)
+            if isinstance(reply, dict):
+                blocked.append(reply)
+            elif reply is not None:
+                replies.append(reply)
+        if not blocked:
+            return (message if len(forwards) == len(message) else forwards or None), replies
+        awaited = [_id_key(f["id"]) for f in forwards if _is_request(f)]
+        if not awaited:  # nothing will come back from the upstream: answer now
+            return forwards or None, [*replies, blocked]
+        order = [_id_key(item["id"]) for item in message if _is_request(item)]
+        batch = _PendingBatch(set(awaited), order, blocked)
+        for key in awaited:
+            self._batches[key] = batch
+        return forwards, replies
+
+    async def from_upstream(self, message: Any) -> Any:
+        """Returns the message for the client: a ``tools/call`` result with the outcome
+        recorded and, when the call was warned, the warning note appended; the upstream's
+        answer to a batch with the responses of the batch's blocked calls merged in."""
+        if not isinstance(message, list):
+            out = await self._upstream_message(message)
+            batch = self._batch_of(message)
+            # An upstream that answers a batch's calls one by one: the blocked calls' answers
+            # go with the first of them.
+            return out if batch is None else [out, *batch.replies]
+        out = [await self._upstream_message(item) for item in message]
+        batches: list[_PendingBatch] = []
+        for item in message:
+            batch = self._batch_of(item)
+            if batch is not None and all(b is not batch for b in batches):
+                batches.append(batch)
+        if not batches:
+            return message if all(a is b for a, b in zip(out, message, strict=True)) else out
+        for batch in batches:
+            out.extend(batch.replies)
+        rank: dict[str | None, int] = {key: n for n, key in enumerate(batches[0].order)}
+        out.sort(key=lambda m: rank.get(_response_key(m), len(rank)))  # the client's order
+        return out
+
+    @property
+    def in_flight(self) -> int:
+        """How many forwarded ``tools/call`` requests wait for the upstream's response."""
+        return len(self._in_flight)
+
+    def awaiting(self) -> bool:
+        """Whether some upstream response matters to the guard: when not, the transport need
+        not parse what the upstream sends."""
+        return bool(self._in_flight or self._batches or self._tasks or self._task_requests)
+
+    def _batch_of(self, message: Any) -> _PendingBatch | None:
+        """The pending batch ``message`` answers a call of, taken off the pending list."""
+        if not self._batches:
+            return None
+        key = _response_key(message)
+        batch = self._batches.get(key) if key is not None else None
+        if batch is not None:
+            for awaited in batch.awaited:
+                self._batches.pop(awaited, None)
+        return batch
+
+    # -- client -> upstream ------------------------------------------------------------------
+
+    async def _client_message(self, message: Any) -> tuple[Any, Any]:
+        """What to forward, and what to answer: a blocked call's response (a dict), or the
+        array of a batch whose last awaited call was cancelled."""
+        if not isinstance(message, dict):
+            return message, None
+        method = message.get("method")
+        if method == "tools/call" and "id" in message:
+            return await self._tools_call(message)
+        if method in _TASK_METHODS and "id" in message and self._tasks:
+            task_id = _task_param(message.get("params"))
+            if task_id in self._tasks:
+                self._task_requests[_id_key(message["id"])] = (method, task_id)
+        if method == "notifications/cancelled":
+            # The upstream will not answer a cancelled call; nothing is recorded for it.
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:
+                key = _id_key(params["requestId"])
+                self._in_flight.pop(key, None)
+                self._task_requests.pop(key, None)
+                return message, self._cancel_in_batch(key)
+        return message, None
+
+    def _cancel_in_batch(self, key: str) -> list[Any] | None:
+        batch = self._batches.pop(key, None)
+        if batch is None:
+            return None
+        batch.awaited.discard(key)
+        return None if batch.awaited else list(batch.replies)
+
+    async def _tools_call(self, message: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        params = message.get("params")
+        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+            return message, None  # malformed: the upstream answers with its own error
+        name: str = params["name"]
+        args = params.get("arguments")
+        args = {} if args is None else args
+        meta = params.get("_meta")
+        meta = meta if isinstance(meta, Mapping) else {}
+        run_id = _meta_str(meta, RUN_ID_META_KEYS)
+        key = _id_key(message["id"])
+        if _is_input_retry(params):
+            self._in_flight[key] = _InFlight(name, args, run_id, None, None)
+            return message, None
+        call_id = _meta_str(meta, CALL_ID_META_KEYS) or f"mcp-{next(self._seq)}"
+        verdict = await self.guard.abefore_tool_call(
+            name, args, session=self.session, run_id=run_id, call_id=call_id,
+            agent_id=self.agent_id,
+        )
+        if verdict.action == "block":
+            return None, blocked_response(message["id"], verdict)
+        self._in_flight[key] = _InFlight(name, args, run_id, call_id, verdict)
+        return message, None
+
+    # -- upstream -> client ------------------------------------------------------------------
+
+    async def _upstream_message(self, message: Any) -> Any:
+        if not isinstance(message, dict):
+            return message
+        if "method" in message or "id" not in message:
+            # Notifications and server-to-client requests pass through; a task's status is read.
+            if message.get("method") == "notifications/tasks/status" and self._tasks:
+                await self._task_status(message.get("params"))
+            return message
+        key = _id_key(message["id"])
+        flight = self._in_flight.pop(key, None)
+        if flight is None:
+            asked = self._task_requests.pop(key, None) if self._task_requests else None
+            return message if asked is None else await self._task_answer(*asked, message)
+        task_id = _created_task(message.get("result"))
+        if task_id is not None:  # the call runs as a task: its outcome comes later
+            self._tasks[task_id] = _Task(flight)
+            while len(self._tasks) > MAX_TASKS:
+                del self._tasks[next(iter(self._tasks))]
+            return message
+        return await self._outcome(flight, message)
+
+    async def _outcome(self, flight: _InFlight, message: dict[str, Any],
+                       notes: list[str] | None = None) -> Any:
+        """Records the answer to a call (unless ``notes`` says it is recorded already) and
+        returns it with the call's warning notes."""
+        if "error" in message:
+            if notes is None:
+                after = await self._record(flight, error=_error_text(message["error"]))
+                notes = _notes(flight.before, after)
+            return _annotate_error(message, notes)
+        result = message.get("result")
+        if not _is_final(result):
+            # An input request: no outcome yet. A retry with the answers comes as a new
+            # request and records the outcome then.
+            return message
+        if notes is None:
+            after = await self._record(flight, result=result, error=_tool_error(result))
+            notes = _notes(flight.before, after)
+        if not notes:
+            return message
+        annotated: Any = result
+        for note in notes:
+            annotated = append_note(annotated, note)
+        return {**message, "result": annotated}
+
+    async def _task_answer(self, method: str, task_id: str, message: dict[str, Any]) -> Any:
+        """The upstream's answer to a ``tasks/*`` request about a task of ours: for
+        ``tasks/result`` the call's own answer; for ``tasks/get`` and ``tasks/cancel`` the
+        task's state (an error there, e.g. cancelling a finished task, says nothing of it)."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            return message
+        result = message.get("result")
+        if method == "tasks/result":
+            if "error" in message or _is_final(result):
+                del self._tasks[task_id]
+                return await self._outcome(task.flight, message, task.notes)
+        elif isinstance(result, dict):
+            await self._task_status(result)
+        return message
+
+    async def _task_status(self, task: Any) -> None:
+        """A task's state (a ``Task``): a failure is the call's outcome, a cancelled task
+        will have none."""
+        if not isinstance(task, dict):
+            return
+        task_id = task.get("taskId")
+        entry = self._tasks.get(task_id) if isinstance(task_id, str) else None
+        if entry is None:
+            return
+        status = task.get("status")
+        if status == "cancelled":
+            del self._tasks[task["taskId"]]
+        elif status == "failed" and entry.notes is None:
+            message = task.get("statusMessage")
+            error = message if isinstance(message, str) and message else "task failed"
+            after = await self._record(entry.flight, error=error)
+            entry.notes = _notes(entry.flight.before, after)
+
+    async def _record(self, flight: _InFlight, *, result: Any = MISSING,
+                      error: Any = MISSING) -> Verdict:
+        return await self.guard.aafter_tool_call(
+            flight.tool, flight.args, session=self.session, result=result, error=error,
+            run_id=flight.run_id, call_id=flight.call_id, agent_id=self.agent_id,
+        )
