@@ -21,6 +21,7 @@ def check_job(job_id: str) -> dict[str, Any]:
 
 
 def demo() -> int:
+    """Run the scripted polling demo, printing each call's verdict; returns the exit code."""
     from . import LoopDetectionConfig, LoopGuard
 
     guard = LoopGuard(LoopDetectionConfig(enabled=True))

@@ -93,6 +93,9 @@ def _conformal_threshold(scores: Sequence[int], alpha: float, what: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
+    """Calibrated thresholds, the budgets they were chosen with and what the false-alarm bound
+    covers (see :func:`calibrate`)."""
+
     runs: int
     alpha: float
     block_alpha: float
@@ -121,6 +124,7 @@ class Calibration:
         }
 
     def config(self, base: LoopDetectionConfig | None = None) -> LoopDetectionConfig:
+        """The thresholds as a config: ``base`` with :meth:`config_block` applied, or the block."""
         block = self.config_block()
         if base is None:
             return LoopDetectionConfig.model_validate(block)
@@ -128,6 +132,7 @@ class Calibration:
 
     @property
     def guarantee(self) -> str:
+        """The false-alarm bound in words, for the report (and, if blocks are not bounded, why)."""
         if "blocks" not in self.bounded:
             return (
                 f"If a new good run is exchangeable with these {self.runs}, it gets any loop "

@@ -22,6 +22,9 @@ _RECENT_TAIL = 16
 
 @dataclass(frozen=True, slots=True)
 class CompactionVerdict:
+    """What :meth:`PostCompactionGuard.observe` says of one outcome (spec §g's ``{shouldAbort,
+    armed, remainingAttempts, ...}``)."""
+
     should_abort: bool
     armed: bool
     remaining_attempts: int
@@ -33,6 +36,8 @@ class CompactionVerdict:
 
 @dataclass(frozen=True, slots=True)
 class CompactionSnapshot:
+    """Spec §g's ``snapshot()``: whether the window is open and how many attempts remain."""
+
     armed: bool
     remaining_attempts: int
 
@@ -50,10 +55,12 @@ class CompactionLoopPersistedError(LoopwardenError):
 
     @property
     def name(self) -> str:
+        """OpenClaw's name for this error, ``PostCompactionLoopPersistedError`` (spec §g)."""
         return "PostCompactionLoopPersistedError"
 
     @classmethod
     def from_verdict(cls, verdict: CompactionVerdict) -> CompactionLoopPersistedError:
+        """The error for an aborting verdict: its message, count and tool."""
         return cls(verdict.message or DETECTOR, count=verdict.count, tool_name=verdict.tool_name)
 
 
@@ -96,6 +103,8 @@ class PostCompactionGuard:
         log.info("post-compaction guard armed for %d attempts", self.window_size)
 
     def observe(self, tool_name: str, args_hash: str, result_hash: str | None) -> CompactionVerdict:
+        """Note one completed call: in an open window, abort once the same (tool, args, result)
+        fills it (spec §g). A pending outcome only reports the state."""
         if not self.enabled:
             return CompactionVerdict(False, False, 0)
         if result_hash is None:
@@ -135,6 +144,7 @@ class PostCompactionGuard:
         return self._remaining > 0
 
     def snapshot(self) -> CompactionSnapshot:
+        """Whether the window is open and how many attempts remain."""
         return CompactionSnapshot(self._remaining > 0, self._remaining)
 
     def _close_window(self) -> None:
@@ -147,6 +157,7 @@ class PostCompactionGuard:
     # -- persistence -------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
+        """The guard as plain JSON data, for the stores (read back by :meth:`from_dict`)."""
         return {
             "window_size": self.window_size, "enabled": self.enabled,
             "remaining": self._remaining, "window": [list(c) for c in self._window],
@@ -156,6 +167,7 @@ class PostCompactionGuard:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PostCompactionGuard:
+        """A guard from :meth:`to_dict`'s form (missing keys take their defaults)."""
         guard = cls(int(data.get("window_size", 3)), bool(data.get("enabled", True)))
         guard._remaining = int(data.get("remaining", 0))
         guard._window = [(str(a), str(b), str(c)) for a, b, c in data.get("window", ())]

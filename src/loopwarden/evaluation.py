@@ -69,6 +69,8 @@ class LabelError(LoopwardenError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Label:
+    """One labelled transcript of a labels file (see the module docs for the fields)."""
+
     file: str
     source: str
     loop: bool
@@ -96,6 +98,7 @@ def load_labels(path: str | Path) -> list[Label]:
 
 
 def parse_labels(data: object, *, source: str = "labels") -> list[Label]:
+    """Validate labels parsed from JSON (:class:`LabelError` names ``source`` and the entry)."""
     if not isinstance(data, list):
         raise LabelError(f"{source}: expected a JSON list of labels")
     return [_label(entry, f"{source}[{number}]") for number, entry in enumerate(data)]
@@ -174,6 +177,7 @@ class TranscriptOutcome:
     detectors: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The outcome as plain JSON data (detectors as a list)."""
         data = asdict(self)
         data["detectors"] = list(self.detectors)
         return data
@@ -221,6 +225,7 @@ class GroupMetrics:
     false_blocks: int = 0
 
     def add(self, outcome: TranscriptOutcome) -> None:
+        """Count one transcript's outcome in the group."""
         self.transcripts += 1
         if outcome.loop:
             self.loops += 1
@@ -234,25 +239,31 @@ class GroupMetrics:
 
     @property
     def recall(self) -> float | None:
+        """Looping transcripts with a finding inside the loop span, as a fraction."""
         return _rate(self.detected, self.loops)
 
     @property
     def timely_recall(self) -> float | None:
+        """Looping transcripts with a finding by ``warn_by``, as a fraction."""
         return _rate(self.timely, self.loops)
 
     @property
     def block_recall(self) -> float | None:
+        """Looping transcripts with a block inside the loop span, as a fraction."""
         return _rate(self.blocked, self.loops)
 
     @property
     def false_warning_rate(self) -> float | None:
+        """Healthy transcripts with any finding, as a fraction."""
         return _rate(self.false_warnings, self.healthy)
 
     @property
     def false_block_rate(self) -> float | None:
+        """Healthy transcripts with any block, as a fraction."""
         return _rate(self.false_blocks, self.healthy)
 
     def to_json(self) -> dict[str, Any]:
+        """The counts and the rates as plain JSON data."""
         data: dict[str, Any] = asdict(self)
         for name in ("recall", "timely_recall", "block_recall", "false_warning_rate",
                      "false_block_rate"):
@@ -266,12 +277,15 @@ def _rate(part: int, whole: int) -> float | None:
 
 @dataclass(slots=True)
 class EvalSummary:
+    """The metrics overall, per source, per loop type and for the hard negatives."""
+
     overall: GroupMetrics = field(default_factory=GroupMetrics)
     by_source: dict[str, GroupMetrics] = field(default_factory=dict)
     by_type: dict[str, GroupMetrics] = field(default_factory=dict)
     hard_negatives: GroupMetrics = field(default_factory=GroupMetrics)
 
     def to_json(self) -> dict[str, Any]:
+        """The summary as plain JSON data (groups sorted by name)."""
         return {
             "overall": self.overall.to_json(),
             "by_source": {k: v.to_json() for k, v in sorted(self.by_source.items())},
@@ -281,6 +295,7 @@ class EvalSummary:
 
 
 def summarize(outcomes: Iterable[TranscriptOutcome]) -> EvalSummary:
+    """Sum the outcomes into :class:`EvalSummary`'s groups."""
     summary = EvalSummary()
     for outcome in outcomes:
         summary.overall.add(outcome)
@@ -366,6 +381,7 @@ class HeldOut:
     false_blocks: int
 
     def to_json(self) -> dict[str, Any]:
+        """The row as plain JSON data."""
         return asdict(self)
 
 
@@ -419,11 +435,16 @@ def groups_table(groups: Mapping[str, GroupMetrics], by: str) -> str:
 
 @dataclass(slots=True)
 class EvalReport:
+    """What :func:`evaluate` found: each transcript's outcome, their summary, and the labelled
+    files it did not find."""
+
     outcomes: list[TranscriptOutcome]
     summary: EvalSummary
     missing: list[str]
 
     def to_json(self) -> dict[str, Any]:
+        """The report as plain JSON data (for ``loopwarden eval --json``): the summary's groups,
+        every outcome and the files not found."""
         return {
             **self.summary.to_json(),
             "transcripts": [outcome.to_json() for outcome in self.outcomes],

@@ -38,6 +38,7 @@ class LoopEvent:
     type: str = "tool.loop"
 
     def to_dict(self) -> dict[str, Any]:
+        """The event as plain data, one key per field."""
         return asdict(self)
 
 

@@ -39,6 +39,7 @@ class Finding:
     learned: tuple[str, ...] = ()  # the tool's learned volatile fields at that point
 
     def to_dict(self) -> dict[str, Any]:
+        """The finding as plain data, one key per field."""
         return asdict(self)
 
 

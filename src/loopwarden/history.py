@@ -55,6 +55,7 @@ def normalize_run_id(run_id: object) -> str | None:
 
 
 def now_ms() -> int:
+    """The current time in epoch milliseconds (the records' and events' timestamps)."""
     return time.time_ns() // 1_000_000
 
 
@@ -96,13 +97,16 @@ class CallRecord:
 
     @property
     def pending(self) -> bool:
+        """Whether the call's outcome has not come yet (no result hash, no outcome kind)."""
         return self.result_hash is None and self.outcome_kind is None
 
     @property
     def is_veto(self) -> bool:
+        """Whether this is a blocked call (a loop veto, which never ran)."""
         return self.outcome_kind == OUTCOME_VETO
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as plain data, one key per field (read back by :meth:`from_dict`)."""
         return {name: getattr(self, name) for name in _RECORD_FIELDS}
 
     @classmethod
@@ -165,6 +169,7 @@ class SessionState:
         return 0 if view is None else view.errors
 
     def find_call(self, run_id: RunKey, call_id: str | None) -> CallRecord | None:
+        """The run's record with this call id, or None (always None without an id)."""
         if not call_id:
             return None
         view = self._runs.get(run_id)
@@ -222,11 +227,13 @@ class SessionState:
         return None
 
     def reversed_run(self, run_id: RunKey) -> Iterator[CallRecord]:
+        """The run's records, newest first."""
         return reversed(self.run_records(run_id))
 
     # -- mutation ----------------------------------------------------------------------------
 
     def append(self, record: CallRecord) -> CallRecord:
+        """Append a record with no window limit (see :meth:`push`)."""
         return self.push(record, None)
 
     def push(self, record: CallRecord, limit: int | None) -> CallRecord:
@@ -330,6 +337,7 @@ class SessionState:
     # -- persistence (stores serialise with these) -------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
+        """The state as plain JSON data, for the stores (read back by :meth:`from_dict`)."""
         return {
             "history": [r.to_dict() for r in self.history],
             "warning_buckets": dict(self.warning_buckets),

@@ -102,6 +102,7 @@ class CallTrace:
     _keys: dict[int, str] = field(default_factory=dict)
 
     def observe(self, calls: Iterable[ToolCall]) -> Iterator[ToolCall]:
+        """Pass ``calls`` through, noting each one's tool, run, output size and arguments."""
         outputs = self.outputs
         for call in calls:
             self.tools.append(call.tool_name)
@@ -141,6 +142,7 @@ class LoopSpan:
 
     @property
     def calls(self) -> int:
+        """How many calls the span holds."""
         return self.end - self.start + 1
 
 
@@ -270,6 +272,7 @@ class FileScan:
         return "" if finding is None else f"#{finding.index} {finding.detector}"
 
     def without_trace(self) -> FileScan:
+        """The scan itself, its per-call trace dropped (it holds every call's data)."""
         self.trace = None
         return self
 

@@ -31,14 +31,17 @@ def resolve_config(config_path: Path | None = None, agent: str | None = None,
 
 
 def stderr() -> Console:
+    """A rich console on standard error, for notes and errors."""
     return Console(stderr=True)
 
 
 def note(message: str) -> None:
+    """Print ``note: message`` on standard error (lone surrogates escaped)."""
     stderr().print(Text(f"note: {printable(message)}", style="yellow"), soft_wrap=True)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
+    """Print ``error: message`` on standard error and exit with ``code``."""
     stderr().print(Text(f"error: {printable(message)}", style="red"), soft_wrap=True)
     raise typer.Exit(code)
 

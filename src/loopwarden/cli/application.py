@@ -114,6 +114,8 @@ def _guard_commands(typer_app: typer.Typer, prefix: str = "") -> None:
 
 
 def main() -> None:
+    """The ``loopwarden`` entry point: a crash in any command is one error line and an exit code,
+    a closed stdout exits 141."""
     # Guarded at call time, so that commands added to `app` after import are covered too.
     _guard_commands(app)
     _exit_141_on_rich_broken_pipe()

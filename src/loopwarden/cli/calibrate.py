@@ -20,6 +20,7 @@ __all__ = ["register"]
 
 
 def register(app: typer.Typer) -> None:
+    """Add the ``calibrate`` command to the ``loopwarden`` app."""
     app.command("calibrate")(calibrate_command)
 
 

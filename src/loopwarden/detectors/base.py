@@ -30,6 +30,7 @@ class Detection:
 
     @property
     def stuck(self) -> bool:
+        """Always True: a detection is the spec's ``{stuck: True, ...}`` result (§b)."""
         return True
 
 
@@ -74,6 +75,9 @@ class Prospect:
 
 @dataclass(frozen=True, slots=True)
 class Streak:
+    """A streak walked back from the newest call: its length, the outcome (or error identity) it
+    repeats, the unknown tool's name."""
+
     count: int = 0
     latest_result_hash: str | None = None
     name: str | None = None
@@ -85,6 +89,9 @@ class Streak:
 
 @dataclass(frozen=True, slots=True)
 class PingPong:
+    """An A-B alternation ending before this call (§d.4): its length with this call, the other
+    side, and whether both sides' outcomes held still."""
+
     count: int = 0
     paired_tool_name: str | None = None
     paired_signature: str | None = None
@@ -93,6 +100,9 @@ class PingPong:
 
 @dataclass(frozen=True, slots=True)
 class Churn:
+    """Argument churn (§d.8): the calls churning, their distinct argument variants, and whether
+    it is a write target rewritten."""
+
     count: int = 0
     variant_count: int = 0
     write_mutation: bool = False
@@ -100,6 +110,9 @@ class Churn:
 
 @dataclass(frozen=True, slots=True)
 class Cycle:
+    """A cycle of 3 to 6 calls (see :func:`~loopwarden.detectors.cycle.no_progress_cycle`): how
+    many calls its tail holds, its steps' args hashes and their tools."""
+
     count: int = 0  # calls in the cycling tail, blocked attempts and the prospective call included
     steps: tuple[str, ...] = ()  # the cycle's args hashes, starting at the prospective call
     tools: tuple[str, ...] = ()  # their tool names, in the same order

@@ -53,6 +53,8 @@ def _semantic_churn(state: SessionState, run: str | None, call: Prospect) -> Chu
 def write_churn(
     state: SessionState, run: str | None, call: Prospect, *, skip: CallRecord | None = None
 ) -> Churn:
+    """§d.8's write half: ``write`` calls rewriting one target with new variants and no repeat,
+    newest first (``skip``: a record left out of the walk)."""
     if call.tool_name != "write" or call.mutation_target_hash is None:
         return NO_CHURN
     variants: list[str] = []
@@ -83,20 +85,25 @@ class ChurnDetector(Detector[Churn]):
     name = "argument_churn"
 
     def enabled(self, limits: Limits) -> bool:
+        """On with the ``argument_churn`` switch."""
         return limits.argument_churn
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        """Both churn walks need the newest ``warning`` records to be this tool's
+        (:func:`tool_tail_may_reach`)."""
         # Both walks go back from the newest record through records of this tool only.
         return limits.argument_churn and tool_tail_may_reach(
             view.records, call.tool_name, limits.warning)
 
     def measure(self, state: SessionState, run: str | None, call: Prospect,
                 limits: Limits) -> Churn:
+        """Semantic churn, else write churn; ``early``: a pacing call is neutral."""
         if not limits.argument_churn or (limits.progress and call.pacing):  # ``early``: neutral
             return NO_CHURN
         return argument_churn(state, run, call)
 
     def score(self, facts: Facts, limits: Limits) -> Score:
+        """Churn only warns: its count against the warning threshold."""
         return Score(warning=facts.churn.count)
 
 

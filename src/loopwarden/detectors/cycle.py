@@ -147,9 +147,12 @@ class CycleDetector(Detector[Cycle]):
     name = "cycle"
 
     def enabled(self, limits: Limits) -> bool:
+        """On with the ``cycle`` switch."""
         return limits.cycle
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        """This call is in the run's window, and its newest records can close a cycle back to it
+        (or end in a veto, a retry that keeps the cycle's place)."""
         # A cycle holds this call k steps back; a newest veto may be a retry (no step).
         if not limits.cycle or not view.by_key.get(call.args_hash):
             return False
@@ -159,6 +162,7 @@ class CycleDetector(Detector[Cycle]):
 
     def measure(self, state: SessionState, run: str | None, call: Prospect,
                 limits: Limits) -> Cycle:
+        """The no-progress cycle; ``early``: only an unpaced one, and none for a pacing call."""
         if not limits.cycle:
             return NO_CYCLE
         if not limits.progress:
@@ -166,6 +170,7 @@ class CycleDetector(Detector[Cycle]):
         return NO_CYCLE if call.pacing else _unpaced_cycle(state, run, call)
 
     def score(self, facts: Facts, limits: Limits) -> Score:
+        """The cycle's count against both thresholds (its outcomes repeat by construction)."""
         count = facts.cycle.count  # outcomes identical by construction: it warns and blocks
         return Score(warning=count, critical=count)
 

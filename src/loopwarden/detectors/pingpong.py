@@ -85,6 +85,7 @@ class PingPongDetector(Detector[PingPong]):
     name = "ping_pong"
 
     def enabled(self, limits: Limits) -> bool:
+        """On with the ``ping_pong`` switch."""
         return limits.ping_pong
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
@@ -109,6 +110,8 @@ class PingPongDetector(Detector[PingPong]):
         return pp
 
     def score(self, facts: Facts, limits: Limits) -> Score:
+        """The alternation's count against the warning threshold, and against the critical one
+        when both sides' outcomes held still."""
         pp = facts.ping_pong
         return Score(warning=pp.count, critical=pp.count if pp.no_progress_evidence else 0)
 

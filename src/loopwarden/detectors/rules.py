@@ -50,6 +50,7 @@ class Facts:
     def measure(
         cls, state: SessionState, run: str | None, call: Prospect, limits: Limits
     ) -> Facts:
+        """Every detector's measurement of the run for ``call``, each taken once."""
         no_progress, recent = NO_PROGRESS.measure(state, run, call, limits)
         return cls(
             call,

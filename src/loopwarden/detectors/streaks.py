@@ -238,6 +238,7 @@ class UnknownToolDetector(Detector[Streak]):
     name = "unknown_tool"
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        """The newest record is this tool's unknown-tool failure, or a veto (which it skips)."""
         # The streak skips vetoes of any tool, so a newest veto may hide one.
         last = view.records[-1]
         return last.outcome_kind == OUTCOME_VETO or (
@@ -245,9 +246,11 @@ class UnknownToolDetector(Detector[Streak]):
 
     def measure(self, state: SessionState, run: str | None, call: Prospect,
                 limits: Limits) -> Streak:
+        """The streak of this tool's unknown-tool failures (§d.5)."""
         return unknown_tool_streak(state, run, call.tool_name)
 
     def score(self, facts: Facts, limits: Limits) -> Score:
+        """The streak against the unknown-tool threshold."""
         return Score(unknown_tool=facts.unknown.count)
 
 
@@ -261,6 +264,7 @@ class NoProgressDetector(Detector[tuple[Streak, int]]):
     name = "no_progress"
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        """The window holds ``warning`` calls with these arguments (``exec``: a failure tail)."""
         # Either count needs ``warning`` records of this exact call, but exec's terminal-failure
         # tail spans different commands.
         if len(view.by_key.get(call.args_hash, ())) >= limits.warning:
@@ -278,6 +282,8 @@ class NoProgressDetector(Detector[tuple[Streak, int]]):
         return streak, 0 if call.pacing else len(state.key_records(run, call.args_hash))
 
     def score(self, facts: Facts, limits: Limits) -> Score:
+        """The generic-repeat count (for a known poll, the streak) against the warning threshold,
+        and the streak against the critical one."""
         count = facts.no_progress.count
         generic = count if facts.call.known_poll else repeat_count(facts, limits)
         return Score(warning=generic, critical=count)
@@ -290,20 +296,24 @@ class ErrorRepeatDetector(Detector[Streak]):
     name = "error_repeat"
 
     def enabled(self, limits: Limits) -> bool:
+        """On with the ``error_repeat`` switch (off by default)."""
         return limits.error_repeat_on
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
+        """The window holds enough outcomes with an error identity to reach either threshold."""
         # The streak skips other tools' records, but needs as many with an error identity.
         return limits.error_repeat_on and view.errors >= min(limits.error_repeat,
                                                              limits.critical)
 
     def measure(self, state: SessionState, run: str | None, call: Prospect,
                 limits: Limits) -> Streak:
+        """This tool's streak of identical masked errors; ``early``: pacing calls are neutral."""
         if not limits.error_repeat_on or (limits.progress and call.pacing):  # ``early``: neutral
             return NO_STREAK
         return error_streak(state, run, call.tool_name, progress=limits.progress)
 
     def score(self, facts: Facts, limits: Limits) -> Score:
+        """The streak against the critical and the error-repeat thresholds."""
         return Score(critical=facts.errors.count, error_repeat=facts.errors.count)
 
 

@@ -113,6 +113,7 @@ class GuardCore:
 
     @fail_closed.setter
     def fail_closed(self, value: bool) -> None:
+        """Set the failure policy: True blocks calls while the store cannot be reached."""
         self.store_health.policy = failure_policy(value)
 
 

@@ -69,6 +69,7 @@ class Intervention:
     kind: str = "critical-tool-loop"
 
     def to_dict(self) -> dict[str, Any]:
+        """The intervention as OpenClaw's camelCase JSON (in a blocked result's ``details``)."""
         return {"kind": self.kind, "toolCallId": self.tool_call_id, "toolName": self.tool_name,
                 "actionKey": self.action_key, "detector": self.detector, "count": self.count,
                 "reason": self.reason}
@@ -91,6 +92,7 @@ class Verdict:
 
     @property
     def message(self) -> str | None:
+        """The text the model sees for a block: the block text, else the detection's message."""
         if self.block_text is not None:
             return self.block_text
         return self.detection.message if self.detection else None
@@ -130,6 +132,8 @@ class Verdict:
 
 
 def append_note(result: Any, note: str) -> Any:
+    """``result`` with ``note`` added in its own shape (see :meth:`Verdict.annotate`); a value of
+    another shape is returned unchanged."""
     block = {"type": "text", "text": note}
     if isinstance(result, dict) and isinstance(result.get("content"), list):
         return {**result, "content": [*result["content"], block]}
@@ -152,10 +156,12 @@ class BatchAdmission:
 
     @property
     def stop_message(self) -> str | None:
+        """:data:`STOP_MESSAGE` when the turn ends the run (:attr:`terminal`), else None."""
         return STOP_MESSAGE if self.terminal else None
 
     @property
     def warnings(self) -> list[dict[str, Any]]:
+        """The turn's ``tool-loop-warning`` entries, one per warned call (spec §f.2, V3)."""
         return [{"kind": "tool-loop-warning", "toolCallId": v.call_id, "count": v.detection.count}
                 for v in self.verdicts if v.action == "warn" and v.detection is not None]
 
@@ -193,6 +199,9 @@ def terminated_error(
 
 @dataclass(slots=True)
 class GuardStats:
+    """A guard's counters: calls checked, outcomes recorded, warnings, blocks and aborts, and the
+    store failures and internal errors it absorbed."""
+
     calls: int = 0
     outcomes: int = 0
     warnings: int = 0
@@ -211,4 +220,5 @@ class LoopBlockedError(LoopwardenError):
 
     @property
     def blocked_result(self) -> dict[str, Any]:
+        """The blocked call's OpenClaw-shaped tool result (see :meth:`Verdict.blocked_result`)."""
         return self.verdict.blocked_result()

@@ -66,6 +66,8 @@ class LineFramer:
         self._over: Overlong | None = None
 
     def feed(self, chunk: bytes) -> list[bytes | Overlong]:
+        """The lines ``chunk`` completes, in order (each with its ``\\n``; an over-long one as an
+        :class:`Overlong`); the rest waits for the next chunk."""
         out: list[bytes | Overlong] = []
         start, end = 0, len(chunk)
         while (newline := chunk.find(b"\n", start)) >= 0:

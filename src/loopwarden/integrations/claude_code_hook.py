@@ -91,6 +91,8 @@ class ClaudeCodeHook:
         check_exit_behavior(self.exit_behavior)
 
     def handle(self, payload: Mapping[str, Any]) -> Output:
+        """The hook output for ``payload`` (``{}`` for an event loopwarden does not handle);
+        raises :class:`HookPayloadError` for a payload it cannot read."""
         plan = self._plan(payload)
         if plan is None:
             return {}
@@ -100,6 +102,7 @@ class ClaudeCodeHook:
             return compaction_stop_output(exc)
 
     async def ahandle(self, payload: Mapping[str, Any]) -> Output:
+        """Like :meth:`handle`, without blocking the event loop."""
         plan = self._plan(payload)
         if plan is None:
             return {}
@@ -147,6 +150,7 @@ def run_id_of(payload: Mapping[str, Any]) -> str | None:
 
 
 def check_exit_behavior(value: object) -> ExitBehavior:
+    """``value`` as an :data:`~loopwarden.guard.ExitBehavior`; a ``ValueError`` else."""
     if value not in EXIT_BEHAVIORS:
         raise ValueError(f"exit_behavior must be one of {', '.join(EXIT_BEHAVIORS)}, not {value!r}")
     return cast(ExitBehavior, value)  # one of EXIT_BEHAVIORS, checked above
@@ -178,6 +182,7 @@ def pre_tool_use_output(verdict: Verdict, *, exit_behavior: ExitBehavior = "end"
 
 
 def context_output(event: str, note: str | None) -> Output:
+    """Hand ``note`` to the model as the ``event``'s ``additionalContext`` (``{}``: no note)."""
     if not note:
         return {}
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": note}}

@@ -127,12 +127,15 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     # -- run ids --------------------------------------------------------------------------
 
     def before_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Fix the run's ids at its start: the run id (the config's ``run_id``, else a new one)
+        and the session."""
         run = _given_run_id(runtime) or uuid.uuid4().hex
         return {RUN_KEY: run, SESSION_KEY: self._session_for(runtime, run), STOP_KEY: None}
 
     async def abefore_agent(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
+        """Like :meth:`before_agent`, which does no I/O: it does not block the event loop."""
         return self.before_agent(state, runtime)
 
     def _session_for(self, runtime: Any, run: str | None) -> str:
@@ -155,6 +158,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
 
     @hook_config(can_jump_to=["end"])
     def after_model(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Forward a new conversation summary as a compaction, then admit the model's tool calls
+        as one batch (a critical blocks them all, the terminal stop jumps to the end)."""
         update: dict[str, Any] = {}
         summary = _new_summary(state)
         if summary is not None:
@@ -174,6 +179,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     async def aafter_model(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
+        """Like :meth:`after_model`, without blocking the event loop."""
         update: dict[str, Any] = {}
         summary = _new_summary(state)
         if summary is not None:
@@ -232,6 +238,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """End the run when the last tool call, admitted on its own, hit the terminal stop
+        (``exit_behavior="end"``)."""
         # Only a call admitted one by one (not by after_model) can leave a terminal block
         # here; a terminal batch already ended the run.
         if self.exit_behavior != "end" or not _ends_run(_get(state, "messages") or []):
@@ -242,9 +250,12 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     async def abefore_model(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
+        """Like :meth:`before_model`, which does no I/O: it does not block the event loop."""
         return self.before_model(state, runtime)
 
     def after_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Raise the run's terminal stop as :class:`~loopwarden.LoopTerminatedError`
+        (``exit_behavior="error"``)."""
         stop = _get(state, STOP_KEY)
         if stop and self.exit_behavior == "error":
             raise _terminated(stop)
@@ -253,6 +264,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     async def aafter_agent(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
+        """Like :meth:`after_agent`, which does no I/O: it does not block the event loop."""
         return self.after_agent(state, runtime)
 
     # -- tool calls -----------------------------------------------------------------------
@@ -260,6 +272,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResponse]
     ) -> ToolResponse:
+        """Run one tool call and record its outcome (or error); a call not admitted with its
+        batch is checked alone first, and a warning's note goes on its ``ToolMessage``."""
         call = self._call(request)
         notes = _admitted_notes(request.state, call)
         if notes is None:  # not admitted with its message: ask for this call alone
@@ -285,6 +299,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolResponse]],
     ) -> ToolResponse:
+        """Like :meth:`wrap_tool_call`, without blocking the event loop."""
         call = self._call(request)
         notes = _admitted_notes(request.state, call)
         if notes is None:

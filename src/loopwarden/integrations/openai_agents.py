@@ -387,6 +387,8 @@ class LoopGuardHooks(RunHooks[Any]):
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
+        """After each model response: forward a compaction item, install the terminal stop on
+        ``agent``, and note the response's function calls for batch admission."""
         if any(_item_type(item) == "compaction" for item in response.output):
             self.rails.compaction_happened(context)
         self.rails.install_stop(agent)

@@ -19,6 +19,9 @@ __all__ = ["OpenTelemetrySink"]
 
 
 class OpenTelemetrySink:
+    """An event sink: each loop event becomes a ``tool.loop`` event on the current span and a
+    count in ``loopwarden.tool_loop.events`` (``meter_provider``: the global one unless given)."""
+
     def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
         provider = meter_provider or metrics.get_meter_provider()
         meter = provider.get_meter("loopwarden")

@@ -64,13 +64,16 @@ class LoopReport:
 
     @property
     def first_warning(self) -> Finding | None:
+        """The span's first warning, or None."""
         return next((f for f in self.findings if f.action == "warn"), None)
 
     @property
     def first_block(self) -> Finding | None:
+        """The span's first block, or None."""
         return next((f for f in self.findings if f.action == "block"), None)
 
     def count(self, action: str) -> int:
+        """How many of the span's findings have ``action`` ("warn" or "block")."""
         return sum(1 for f in self.findings if f.action == action)
 
     @property

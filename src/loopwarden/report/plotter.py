@@ -71,6 +71,7 @@ class Plotter:
         return ticket
 
     def svg(self, ticket: int) -> str:
+        """The SVG of ``ticket``'s timeline, waiting for the worker if it is still drawing."""
         if ticket in self._pending:
             self._settle(ticket)
         return self._done[ticket]

@@ -72,9 +72,11 @@ class TimelineView:
 
     @property
     def windowed(self) -> bool:
+        """Whether the view shows part of the transcript only."""
         return self.start > 0 or self.end < self.calls - 1
 
     def describe(self) -> str:
+        """What the view shows, for its caption: ``"calls 40–90 of 300"``, ``"300 calls"``."""
         parts = []
         if self.windowed:
             parts.append(f"calls {self.start}–{self.end} of {self.calls}")
@@ -189,6 +191,7 @@ def _left_margin(rows: Sequence[str]) -> float:
 
 
 def timeline_png(scan: FileScan, *, title: str | None = None) -> bytes:
+    """The timeline as PNG bytes."""
     return _render(timeline_figure(scan, title=title), "png")
 
 

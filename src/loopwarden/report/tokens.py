@@ -47,7 +47,9 @@ class TokenEstimate(Protocol):
         """How the numbers were made, for the report ("characters / 4", "tiktoken o200k_base")."""
         ...
 
-    def tokens(self, trace: CallTrace, ranges: Iterable[tuple[int, int]]) -> int: ...
+    def tokens(self, trace: CallTrace, ranges: Iterable[tuple[int, int]]) -> int:
+        """The tokens of the output of the calls in ``ranges`` (each ``(start, end)``)."""
+        ...
 
 
 class CharsEstimate:
@@ -56,6 +58,7 @@ class CharsEstimate:
     label = f"characters / {CHARS_PER_TOKEN}"
 
     def tokens(self, trace: CallTrace, ranges: Iterable[tuple[int, int]]) -> int:
+        """The ranges' output characters over :data:`CHARS_PER_TOKEN`, rounded up."""
         chars = sum(sum(trace.chars[start:end + 1]) for start, end in ranges)
         return -(-chars // CHARS_PER_TOKEN)
 
@@ -70,6 +73,7 @@ class TiktokenCount:
         self._counts: dict[int, int] = {}
 
     def tokens(self, trace: CallTrace, ranges: Iterable[tuple[int, int]]) -> int:
+        """The ranges' output tokens, each call's output encoded once (needs the outputs kept)."""
         if trace.outputs is None:
             raise ValueError("counting tokens needs the calls' outputs: scan with keep_outputs=True")
         if trace is not self._trace:  # a report asks about one transcript at a time

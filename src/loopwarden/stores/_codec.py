@@ -70,6 +70,7 @@ def loads(raw: bytes | bytearray | memoryview | str) -> Any:
 
 
 def encode_state(state: SessionState) -> bytes:
+    """A session state as the JSON bytes a store writes (read back by :func:`decode_state`)."""
     data = state.to_dict()
     # A state is loopwarden's own plain data but for the records' tool names and call ids,
     # which callers hand in (the guard makes them text; a record built directly may not be).

@@ -24,6 +24,7 @@ class RunSummary:
     detectors: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary as plain JSON data (tuples as lists), for ``loopwarden runs --json``."""
         data = asdict(self)
         data["agents"], data["detectors"] = list(self.agents), list(self.detectors)
         return data

@@ -30,6 +30,8 @@ class StoreError(LoopwardenError):
 
 @runtime_checkable
 class Store(Protocol):
+    """What the guard needs of a store: atomic updates of one session's state, and a run record."""
+
     def transact(self, session: str, fn: Callable[[SessionState], T]) -> T:
         """Run ``fn`` on the session's state and persist what it changed, atomically."""
         ...
@@ -42,14 +44,23 @@ class Store(Protocol):
         """Append events to the run record."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the store holds open (connections, files, in-memory sessions)."""
+        ...
 
 
 @runtime_checkable
 class AsyncStore(Protocol):
-    async def atransact(self, session: str, fn: Callable[[SessionState], T]) -> T: ...
+    """The async twin of :class:`Store`: a store that has these methods serves the async guard
+    without blocking its event loop (one without them runs in a worker thread)."""
 
-    async def arecord_events(self, events: Sequence[LoopEvent]) -> None: ...
+    async def atransact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        """Like :meth:`Store.transact`, without blocking the event loop."""
+        ...
+
+    async def arecord_events(self, events: Sequence[LoopEvent]) -> None:
+        """Like :meth:`Store.record_events`, without blocking the event loop."""
+        ...
 
 
 class CircuitBreaker:
@@ -81,6 +92,7 @@ class CircuitBreaker:
 
     @property
     def open(self) -> bool:
+        """Whether operations are skipped now (a cool-down, or the probe ending it, is running)."""
         return self._open_until > 0 and self._clock() < self._open_until
 
     def enter(self, where: str) -> float:
@@ -113,11 +125,14 @@ class CircuitBreaker:
         self.succeeded()
 
     def succeeded(self) -> None:
+        """Record that an operation reached the store: the breaker closes."""
         if self._open_until:
             with self._lock:
                 self._open_until = 0.0
 
     def failed(self, started: float) -> None:
+        """Record a failed operation begun at ``started``: a slow one opens the breaker for
+        ``cooldown`` seconds, a fast one closes it."""
         now = self._clock()
         with self._lock:
             self.failures += 1

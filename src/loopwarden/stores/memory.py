@@ -47,6 +47,8 @@ class MemoryStore:
         return len(self._sessions)
 
     def transact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        """Run ``fn`` on the session's state under the lock: a new or expired session starts
+        afresh, and the least recently used beyond ``max_sessions`` are evicted."""
         # acquire/release rather than `with`: this runs twice per guarded call.
         self._lock.acquire()
         try:
@@ -77,9 +79,11 @@ class MemoryStore:
             self._lock.release()
 
     async def atransact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        """Like :meth:`transact`, inline: microseconds under a lock do not block the event loop."""
         return self.transact(session, fn)
 
     def load(self, session: str) -> SessionState | None:
+        """The session's state (the live object, not a copy), or None if it has none or expired."""
         with self._lock:
             entry = self._sessions.get(session)
             if entry is None or self._expired(entry.last_used, self._clock()):
@@ -87,17 +91,21 @@ class MemoryStore:
             return entry.state
 
     def record_events(self, events: Sequence[LoopEvent]) -> None:
+        """Append events to the run record, which keeps the newest ``max_events``."""
         with self._lock:
             self._events.extend(events)
 
     async def arecord_events(self, events: Sequence[LoopEvent]) -> None:
+        """Like :meth:`record_events`, inline: a deque append does not block the event loop."""
         self.record_events(events)
 
     def events(self, session: str | None = None) -> list[LoopEvent]:
+        """The recorded events, oldest first, of one session (``None``: of all)."""
         with self._lock:
             return [e for e in self._events if session is None or e.session == session]
 
     def close(self) -> None:
+        """Forget every session's state (the recorded events are kept)."""
         with self._lock:
             self._sessions.clear()
             self._newest = None

@@ -103,9 +103,11 @@ class RedisStore:
 
     @property
     def stream_key(self) -> str:
+        """The stream the run record goes to, ``<prefix>events``."""
         return f"{self.prefix}events"
 
     def session_key(self, session: str) -> str:
+        """The key that holds ``session``'s state, ``<prefix>session:<id>``."""
         return f"{self.prefix}session:{session}"
 
     @property
@@ -121,6 +123,8 @@ class RedisStore:
     # -- the Store protocol ------------------------------------------------------------------
 
     def transact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        """Run ``fn`` on the session's state in a WATCH/MULTI transaction, again on the fresh
+        state when another worker changed it first (at most ``max_retries`` times)."""
         key = self.session_key(session)
         with self._call(), self.client.pipeline() as pipe:
             for attempt in range(self.max_retries):
@@ -139,6 +143,7 @@ class RedisStore:
         raise self._contended(session)
 
     async def atransact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        """Like :meth:`transact`, on the running loop's client, without blocking the event loop."""
         key = self.session_key(session)
         with self._call():
             async with self._aclient().pipeline() as pipe:
@@ -158,11 +163,13 @@ class RedisStore:
         raise self._contended(session)
 
     def load(self, session: str) -> SessionState | None:
+        """The session's stored state, or None if it has none (expired, or undecodable)."""
         with self._call():
             raw = self.client.get(self.session_key(session))
         return None if raw is None else self._decode(raw, session)
 
     def record_events(self, events: Sequence[LoopEvent]) -> None:
+        """Append events to the stream in one round trip (trimmed near ``stream_maxlen``)."""
         if not events:
             return
         with self._call(), self.client.pipeline(transaction=False) as pipe:
@@ -172,6 +179,7 @@ class RedisStore:
             pipe.execute()
 
     async def arecord_events(self, events: Sequence[LoopEvent]) -> None:
+        """Like :meth:`record_events`, without blocking the event loop."""
         if not events:
             return
         with self._call():
@@ -182,12 +190,14 @@ class RedisStore:
                 await pipe.execute()
 
     def close(self) -> None:
+        """Close the sync client and drop the async ones (:meth:`aclose` closes them cleanly)."""
         self.client.close()
         # Async clients of other (possibly closed) loops cannot be awaited from here; their
         # sockets close when collected. Use :meth:`aclose` inside the loop to close cleanly.
         self._aclients.clear()
 
     async def aclose(self) -> None:
+        """Close the async clients opened on the running loop."""
         loop = asyncio.get_running_loop()
         mine = [c for lp, c in self._aclients if lp is loop]
         self._aclients = [(lp, c) for lp, c in self._aclients if lp is not loop]

@@ -149,6 +149,8 @@ class SQLiteStore:
     # -- the Store protocol ------------------------------------------------------------------
 
     def transact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        """Run ``fn`` on the session's state in one ``BEGIN IMMEDIATE`` transaction, so threads
+        and processes sharing the file take turns (expired rows are pruned on the way)."""
         key = _text_param(session)
         with self._lock, self._errors():
             conn = self._connection()
@@ -167,16 +169,19 @@ class SQLiteStore:
             return result
 
     async def atransact(self, session: str, fn: Callable[[SessionState], T]) -> T:
+        """Like :meth:`transact`, in a worker thread, without blocking the event loop."""
         import asyncio  # on first use: the sync-only Claude Code hook does not pay for it
 
         return await asyncio.to_thread(self.transact, session, fn)
 
     def load(self, session: str) -> SessionState | None:
+        """The session's stored state, or None if it has none (expired, or undecodable)."""
         with self._lock, self._errors():
             row = self._connection().execute(_SELECT_SESSION, (_text_param(session),)).fetchone()
             return self._decode_row(row, self._clock(), session)
 
     def record_events(self, events: Sequence[LoopEvent]) -> None:
+        """Append events to the run record in one transaction."""
         if not events:
             return
         rows = [_event_row(e) for e in events]
@@ -191,11 +196,13 @@ class SQLiteStore:
                 raise
 
     async def arecord_events(self, events: Sequence[LoopEvent]) -> None:
+        """Like :meth:`record_events`, in a worker thread, without blocking the event loop."""
         import asyncio
 
         await asyncio.to_thread(self.record_events, events)
 
     def close(self) -> None:
+        """Close the database connection; the next operation opens it again."""
         with self._lock:
             self._drop_connection()
 

@@ -40,6 +40,7 @@ class Conversation:
         self.run_id = "u0"
 
     def assistant(self, content: Any, lineno: int | None) -> None:
+        """Queue the ``tool_use`` blocks of an assistant message's content."""
         if type(content) is not list:
             return
         for block in content:
@@ -47,6 +48,8 @@ class Conversation:
                 self._add_call(block, lineno)
 
     def user(self, content: Any, lineno: int | None) -> None:
+        """Settle calls with the message's ``tool_result`` blocks; a message without any is a
+        prompt and starts a new run."""
         prompt = True
         if type(content) is list:
             for block in content:
@@ -58,6 +61,7 @@ class Conversation:
             self.run_id = f"u{self.user_turns}"
 
     def finish(self) -> Iterator[ToolCall]:
+        """The calls still held at the end of the transcript, results or not, in call order."""
         yield from self.queue.drain()
 
     def _add_call(self, block: dict[str, Any], lineno: int | None) -> None:

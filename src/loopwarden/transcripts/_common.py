@@ -396,6 +396,7 @@ class Turns:
 
     @property
     def run_id(self) -> str:
+        """The run id of a call made now: ``<prefix>u<user turns>``."""
         return f"{self.prefix}u{self.user_turns}"
 
     def finish(self) -> Iterator[ToolCall]:

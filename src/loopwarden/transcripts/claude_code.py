@@ -34,6 +34,7 @@ def sniff(record: dict[str, Any]) -> bool:
 
 
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
+    """The tool calls of a Claude Code session file, in call order; problems go to ``report``."""
     conversation = Conversation(report)
     for lineno, record in iter_json_lines(path, report):
         kind = record.get("type")

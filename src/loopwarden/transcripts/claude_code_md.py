@@ -53,6 +53,7 @@ class _Section:
 
 
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
+    """The tool calls of a Claude Code Markdown export, in call order; problems go to ``report``."""
     conversation = Conversation(report)
     sections = 0
     for section in _sections(path, report):

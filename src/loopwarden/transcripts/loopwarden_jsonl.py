@@ -35,6 +35,7 @@ def sniff(record: dict[str, Any]) -> bool:
 
 
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
+    """The tool calls of a loopwarden JSONL file, one a line; problems go to ``report``."""
     for lineno, record in iter_json_lines(path, report):
         call = _call(record)
         if isinstance(call, str):

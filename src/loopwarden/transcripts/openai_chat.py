@@ -68,6 +68,7 @@ def _has_role(message: dict[str, Any]) -> bool:
 
 
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
+    """The tool calls of an OpenAI chat transcript (JSON or JSONL); problems go to ``report``."""
     return read_lines_or_document(path, report, _read_jsonl, _read_document)
 
 

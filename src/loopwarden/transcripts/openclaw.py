@@ -47,6 +47,7 @@ def sniff(record: dict[str, Any]) -> bool:
 
 
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
+    """The tool calls of an OpenClaw session file, in call order; problems go to ``report``."""
     queue = CallQueue()
     user_turns = 0
     run_id = "u0"

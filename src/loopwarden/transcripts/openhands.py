@@ -67,6 +67,7 @@ def _is_event(value: Any) -> bool:
 
 
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
+    """The tool calls of an OpenHands history (JSON or JSONL); problems go to ``report``."""
     return read_lines_or_document(path, report, _read_jsonl, _read_document)
 
 

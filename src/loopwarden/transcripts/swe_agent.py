@@ -38,6 +38,7 @@ def sniff(value: Any) -> bool:
 
 
 def read(path: Path, report: Reporter) -> Iterator[ToolCall]:
+    """The tool calls of a SWE-agent trajectory, one per action; problems go to ``report``."""
     document = load_json_document(path, report)
     if document is MISSING:
         return
