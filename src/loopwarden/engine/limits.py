@@ -15,6 +15,7 @@ __all__ = ["eased_critical", "limits_for", "with_tool_thresholds"]
 
 
 def limits_for(config: LoopDetectionConfig) -> Limits:
+    """The detectors' thresholds and switches, as ``config`` sets them for every tool."""
     d = config.detectors
     return Limits(
         warning=config.warning_threshold,
@@ -29,12 +30,14 @@ def limits_for(config: LoopDetectionConfig) -> Limits:
         error_repeat_on=config.error_repeat_enabled,
         progress=config.progress_aware,
         eased_critical=eased_critical(config.critical_threshold,
-                                       config.global_circuit_breaker_threshold),
+                                      config.global_circuit_breaker_threshold),
         cycle=d.cycle,
     )
 
 
 def eased_critical(critical: int, breaker: int) -> int:
+    """The later block of a repeat that backs off (:attr:`Limits.eased_critical`): half as
+    far again as ``critical``, at least one more, never past the circuit breaker."""
     return min(breaker, max(critical + 1, critical * 3 // 2))
 
 
