@@ -78,7 +78,7 @@ def test_the_detector_hashes_write_targets_by_its_own_registry() -> None:
     try:
         profiles.register("save", aliases=("write",))
         assert profiles.canonical_name("write") == "save"
-        assert detector.prepare("write", args).mutation_target_hash == expected
+        assert detector.fingerprint("write", args).mutation_target_hash == expected
     finally:
         profiles.unregister("save")
         profiles.add(original)
