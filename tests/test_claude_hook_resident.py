@@ -236,3 +236,24 @@ def test_a_partial_answer_is_no_answer(reply: bytes) -> None:
 
 def test_a_whole_answer_is_read_back() -> None:
     assert _resident._parse_reply(b"2\n3\n4\nouterr!") == (2, b"out", b"err!")
+
+
+def test_the_client_path_imports_only_what_it_needs() -> None:
+    # What a served hook loads: each of these cost it milliseconds (bench/bench_claude_hook.py).
+    code = ("import sys; from loopwarden._entry import main; from loopwarden.cli import _resident; "
+            "print(' '.join(sorted(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    loaded = set(proc.stdout.split())
+    assert not loaded & {"logging", "json", "hashlib", "socket", "typing", "re",
+                         "loopwarden.guard", "loopwarden.engine", "loopwarden.stores"}
+
+
+def test_a_library_warning_is_not_printed_when_the_application_set_up_no_logging() -> None:
+    # The "loopwarden" logger's NullHandler comes with the modules that log (loopwarden._log),
+    # not with `import loopwarden`: still no "last resort" output on stderr.
+    code = ("import loopwarden; from loopwarden.guard import LoopGuard; import logging; "
+            "logging.getLogger('loopwarden.stores').warning('store down')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert proc.stderr == ""

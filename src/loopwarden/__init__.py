@@ -6,14 +6,16 @@ small and re-exported here; see DESIGN.md §2–§5 and the README.
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any
+# (Not imported from typing: the resident claude-hook client imports this package, and typing
+# costs it milliseconds. Type checkers read any TYPE_CHECKING as true.)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 """The package version: the only place it is written (the build reads it from here)."""
 
-# A library logs; the application decides where it goes (no "last resort" stderr output).
-logging.getLogger("loopwarden").addHandler(logging.NullHandler())
+# (The NullHandler of the "loopwarden" logger is added by the modules that log: _log.py.)
 
 # The public names load on first use (PEP 562), so that `import loopwarden` costs almost
 # nothing and a process that needs only a few modules (the Claude Code hook, started twice per

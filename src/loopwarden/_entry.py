@@ -11,9 +11,12 @@ A closed stdout (``loopwarden scan . | head``) ends the command quietly with exi
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 
 from .cli._exits import quiet_on_broken_pipe
+
+TYPE_CHECKING = False  # (typing not imported: see loopwarden/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["main"]
 

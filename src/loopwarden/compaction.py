@@ -3,18 +3,18 @@ agent immediately repeats the same (tool, args, result) triple for the whole win
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._log import get_logger
 from ._text import log_text
 from .errors import LoopwardenError
 
 __all__ = ["CompactionLoopPersistedError", "CompactionVerdict", "PostCompactionGuard"]
 
-log = logging.getLogger("loopwarden.compaction")
+log = get_logger("loopwarden.compaction")
 
 DETECTOR = "compaction_loop_persisted"
 _RECENT_TAIL = 16

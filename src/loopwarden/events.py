@@ -7,13 +7,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ._log import get_logger
 from ._text import log_repr, log_text
 from .detectors import unknown_tool_message
 from .history import now_ms
 
 __all__ = ["EventSink", "LoggingSink", "LoopEvent", "deliver", "log_text"]
 
-log = logging.getLogger("loopwarden")
+log = get_logger("loopwarden")
 
 _LOG_MESSAGE_LIMIT = 2000
 

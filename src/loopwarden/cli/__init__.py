@@ -15,7 +15,11 @@ Click. :data:`app` and :func:`main` load the Typer app on first use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+# (Not imported from typing: the resident claude-hook client imports this package, and typing
+# costs it milliseconds. Type checkers read any TYPE_CHECKING as true.)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from .application import app as app

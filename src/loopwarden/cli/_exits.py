@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+
+TYPE_CHECKING = False  # (typing not imported: see loopwarden/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["BROKEN_PIPE_EXIT_CODE", "crash_message", "quiet_on_broken_pipe", "silence_stdout"]
 

@@ -24,14 +24,18 @@ fast path runs.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
+# The client's whole cost is its imports: the C modules, not socket.py (which loads enum),
+# json (re) or hashlib (OpenSSL). The server, which imports everything anyway, uses socket.
+import _socket
 import io
-import json
 import os
-import socket
 import sys
-from collections.abc import Callable, Sequence
+import zlib
+
+TYPE_CHECKING = False  # (typing not imported: see loopwarden/__init__.py)
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Callable, Sequence
 
 __all__ = ["ENV", "IDLE_ENV", "IDLE_SECONDS", "answer_resident", "serve", "socket_path",
            "start_server"]
@@ -51,7 +55,7 @@ _ENV_PREFIX = "LOOPWARDEN_"
 def enabled() -> bool:
     """Whether hooks may use a resident server here (a POSIX system, not switched off)."""
     return (os.environ.get(ENV, "1") != "0" and os.name == "posix"
-            and hasattr(socket, "AF_UNIX"))
+            and hasattr(_socket, "AF_UNIX"))
 
 
 def socket_path(argv: Sequence[str]) -> str | None:
@@ -65,11 +69,14 @@ def socket_path(argv: Sequence[str]) -> str | None:
         cwd = os.getcwd()
     except OSError:
         return None
-    key = json.dumps([__version__, sys.executable, cwd, list(argv), env])
+    key = repr((__version__, sys.executable, cwd, list(argv), env)).encode("utf-8", "replace")
     folder = _private_dir()
     if folder is None:
         return None
-    path = os.path.join(folder, f"hook-{hashlib.sha256(key.encode()).hexdigest()[:24]}.sock")
+    # Only names a server among one user's own (the folder is private): two CRC-32s, 64 bits,
+    # keep setups apart without loading a hash library.
+    name = f"{zlib.crc32(key):08x}{zlib.crc32(key, 0x9E3779B9):08x}"
+    path = os.path.join(folder, f"hook-{name}.sock")
     # A Unix socket's path has a short limit (108 bytes on Linux, 104 on macOS).
     return path if len(os.fsencode(path)) <= _MAX_SOCKET_PATH else None
 
@@ -103,12 +110,15 @@ def answer_resident(argv: Sequence[str], payload: bytes) -> int | None:
     if path is None:
         return None
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
             conn.settimeout(_ANSWER_TIMEOUT_SECONDS)
             conn.connect(path)
             conn.sendall(b"%d\n" % len(payload) + payload)
-            conn.shutdown(socket.SHUT_WR)
+            conn.shutdown(_socket.SHUT_WR)
             reply = _read_all(conn)
+        finally:
+            conn.close()
     except OSError:
         return None
     parsed = _parse_reply(reply)
@@ -126,6 +136,7 @@ def answer_resident(argv: Sequence[str], payload: bytes) -> int | None:
 
 def start_server(argv: Sequence[str]) -> None:
     """Start a server for hooks started like this one, detached, unless one cannot be."""
+    import contextlib
     import subprocess
 
     if socket_path(argv) is None:
@@ -171,6 +182,8 @@ class _listening:
     """The server's socket, bound with only its owner able to connect, removed at exit."""
 
     def __init__(self, path: str) -> None:
+        import socket
+
         self.path = path
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 
@@ -187,6 +200,8 @@ class _listening:
         return self.sock
 
     def __exit__(self, *exc: object) -> None:
+        import contextlib
+
         self.sock.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
@@ -261,7 +276,7 @@ def _code_stamp() -> tuple[tuple[str, int], ...]:
     return tuple(sorted(stamps))
 
 
-def _read_all(conn: socket.socket) -> bytes:
+def _read_all(conn: socket.socket | _socket.socket) -> bytes:
     chunks: list[bytes] = []
     while True:
         chunk = conn.recv(65536)

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
+from .._log import get_logger
 from .._paths import DB_ENV, default_db_path
 from ._exits import crash_message
 
@@ -238,7 +239,7 @@ def _problems_to_stderr() -> Iterator[None]:
     handler.setFormatter(logging.Formatter("loopwarden %(levelname)s %(message)s"))
     handler.setLevel(logging.WARNING)
     handler.addFilter(lambda record: record.name in ("loopwarden", "loopwarden.stores"))
-    log = logging.getLogger("loopwarden")
+    log = get_logger("loopwarden")
     level = log.level
     log.addHandler(handler)
     if log.getEffectiveLevel() > logging.WARNING:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .._log import get_logger
 from ..config import (
     PRESETS,
     ConfigError,
@@ -63,7 +64,7 @@ class _RepairCollector(logging.Handler):
 @contextmanager
 def _collect_repairs() -> Iterator[_RepairCollector]:
     collector = _RepairCollector()
-    log = logging.getLogger("loopwarden")
+    log = get_logger("loopwarden")
     log.addHandler(collector)
     try:
         yield collector

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from .._log import get_logger
 from ..config import ConfigError, LoopDetectionConfig, load_config
 
 __all__ = ["proxy_config", "register"]
@@ -99,7 +100,7 @@ def proxy_config(path: Path | None, agent: str | None) -> LoopDetectionConfig:
 
 def _log_to_stderr() -> None:
     # stdout carries the protocol; the client shows the server's stderr in its logs.
-    log = logging.getLogger("loopwarden")
+    log = get_logger("loopwarden")
     if all(isinstance(h, logging.NullHandler) for h in log.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("loopwarden %(levelname)s %(message)s"))

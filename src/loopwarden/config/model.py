@@ -13,7 +13,6 @@ of their own; its thresholds are resolved against the effective top-level ones
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Final
@@ -23,6 +22,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import Self
 
+from .._log import get_logger
 from .errors import _child_path, _join_path
 from .presets import (
     _PRESET_TABLE,
@@ -50,7 +50,7 @@ __all__ = [
     "PostCompactionGuardConfig",
 ]
 
-logger = logging.getLogger("loopwarden")
+logger = get_logger("loopwarden")
 
 _PER_TOOL: Final = "perTool"
 

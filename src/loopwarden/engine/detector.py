@@ -8,6 +8,7 @@ import logging
 from time import time_ns as _time_ns
 from typing import TYPE_CHECKING, Any, overload
 
+from .._log import get_logger
 from .._text import log_text
 from ..detectors import Detection, Facts, Limits, Prospect, evaluate, gates_for, write_churn
 from ..fingerprint import Outcome, error_text
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LoopDetector"]
 
-log = logging.getLogger("loopwarden.detection")
+log = get_logger("loopwarden.detection")
 
 _TOOL_LIMITS_CACHE_SIZE = 1024  # tool names: a model can invent any number of them
 _UNRESOLVED = Limits()  # a cache-miss marker (compared by identity)

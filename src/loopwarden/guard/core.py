@@ -9,12 +9,12 @@ the sinks and the counters. The functions below are the rules more than one tran
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from .._log import get_logger
 from .._text import log_text, text_id
 from ..detectors import Detection
 from ..engine import LoopDetector
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["DISABLE_ENV", "GuardCore", "as_vetoes", "in_flight", "internal_error",
            "loop_event", "should_warn", "veto"]
 
-log = logging.getLogger("loopwarden")
+log = get_logger("loopwarden")
 
 DISABLE_ENV = "LOOPWARDEN_DISABLED"
 #: The outcome a blocked call is recorded with.

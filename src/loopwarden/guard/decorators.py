@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
+from .._log import get_logger
 from .._text import optional_id, text_id
 from .core import internal_error
 from .verdicts import (
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["IdSource", "tool", "wrap"]
 
-log = logging.getLogger("loopwarden")
+log = get_logger("loopwarden")
 
 F = TypeVar("F", bound=Callable[..., Any])
 

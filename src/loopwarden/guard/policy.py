@@ -8,17 +8,17 @@ outage is logged once when it starts and once when it ends, not per call.
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Protocol
 
+from .._log import get_logger
 from .._text import log_text
 from .verdicts import GuardStats, Verdict
 
 __all__ = ["STORE_DOWN_MESSAGE", "FailClosed", "FailOpen", "FailurePolicy", "StoreHealth",
            "failure_policy"]
 
-log = logging.getLogger("loopwarden")
+log = get_logger("loopwarden")
 
 STORE_DOWN_MESSAGE = (
     "CRITICAL: loopwarden could not reach its state store and is configured to fail closed. "

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import functools
 import json
-import logging
 import os
 import shutil
 import signal
@@ -21,6 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
+from .._log import get_logger
 from ..config import LoopDetectionConfig
 from ..guard import LoopGuard
 from ._mcp_guard import McpLoopGuard
@@ -52,7 +52,7 @@ _PROXY = "loopwarden mcp-proxy"
 _HOW_TO_RAISE = f"--max-message-bytes or ${MAX_MESSAGE_BYTES_ENV} raises it"
 _UNPARSED: Any = object()
 
-log = logging.getLogger("loopwarden.mcp")
+log = get_logger("loopwarden.mcp")
 
 
 async def run_proxy(

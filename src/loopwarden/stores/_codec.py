@@ -13,7 +13,6 @@ and the session starts afresh.
 from __future__ import annotations
 
 import json
-import logging
 import types
 import typing
 from collections import OrderedDict
@@ -23,6 +22,7 @@ from typing import Any, Literal
 
 import orjson
 
+from .._log import get_logger
 from ..events import LoopEvent
 from ..fingerprint import canonical_json, orjson_safe
 from ..history import SessionState
@@ -30,7 +30,7 @@ from ..history import SessionState
 __all__ = ["EVENT_FIELDS", "StateDecoder", "decode_state", "dumps", "encode_state",
            "event_from_values", "field_text", "loads", "storable_id", "text_value"]
 
-log = logging.getLogger("loopwarden.stores")
+log = get_logger("loopwarden.stores")
 
 Kind = Literal["str", "int", "tuple", "json"]
 

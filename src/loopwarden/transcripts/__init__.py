@@ -16,7 +16,6 @@ reader module documents how it maps its format's results, errors and runs.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -34,6 +33,8 @@ from loopwarden.transcripts._detect import detect_format
 from loopwarden.transcripts._formats import BY_NAME, FORMATS
 from loopwarden.types import ToolCall
 
+from .._log import get_logger
+
 __all__ = [
     "FORMATS",
     "ReadProblem",
@@ -43,7 +44,7 @@ __all__ = [
     "read_transcript",
 ]
 
-logger = logging.getLogger("loopwarden.transcripts")
+logger = get_logger("loopwarden.transcripts")
 
 
 # Hidden folders are skipped when walking, except the ones agents keep their sessions in.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import stat
 from collections import deque
@@ -16,6 +15,7 @@ import orjson
 
 from loopwarden.types import MISSING, ToolCall
 
+from .._log import get_logger
 from .._text import content_text
 from ..errors import LoopwardenError
 
@@ -36,7 +36,7 @@ __all__ = [
     "read_lines_or_document",
 ]
 
-logger = logging.getLogger("loopwarden.transcripts")
+logger = get_logger("loopwarden.transcripts")
 
 #: A file that is broken everywhere (binary junk read with an explicit format) would otherwise
 #: flood the caller with one problem per line.

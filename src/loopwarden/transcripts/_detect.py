@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,9 +23,11 @@ import orjson
 from loopwarden.transcripts._common import not_regular_reason, open_regular
 from loopwarden.transcripts._formats import DOCUMENT_SNIFFERS, HEAD_SNIFFERS, RECORD_SNIFFERS
 
+from .._log import get_logger
+
 __all__ = ["HEAD_BYTES", "detect_format"]
 
-logger = logging.getLogger("loopwarden.transcripts")
+logger = get_logger("loopwarden.transcripts")
 
 HEAD_BYTES = 64 * 1024
 #: Whole-document fallback limit; larger files must be recognisable from their head.
