@@ -72,8 +72,10 @@ def bash_call(n: int, event: str = "PreToolUse") -> dict[str, Any]:
     return payload
 
 
-def compiled_by(report: dict[str, Any], module: str) -> list[str]:
-    return [pattern for name, pattern in report["compiled"] if name == module]
+def compiled_by(report: dict[str, Any], module: str, *, package: bool = False) -> list[str]:
+    """Patterns compiled by ``module`` (with ``package``: by it or any module inside it)."""
+    return [pattern for name, pattern in report["compiled"]
+            if name == module or (package and name and name.startswith(module + "."))]
 
 
 def test_an_ordinary_call_compiles_no_masking_or_shell_pattern(tmp_path: Path) -> None:
@@ -82,8 +84,8 @@ def test_an_ordinary_call_compiles_no_masking_or_shell_pattern(tmp_path: Path) -
     for report in (run_hook(bash_call(1), db), run_hook(bash_call(1, "PostToolUse"), db)):
         # OpenClaw's default preset masks nothing in a Bash result and reads no shell command.
         assert compiled_by(report, "loopwarden.volatile") == []
-        # What profiles.py compiles is the profiles' own patterns (Bash's background ids).
-        assert set(compiled_by(report, "loopwarden.profiles")) <= set(report["held"])
+        # What the profiles package compiles is the profiles' own patterns (Bash's background ids).
+        assert set(compiled_by(report, "loopwarden.profiles", package=True)) <= set(report["held"])
         # Fingerprinting compiles nothing at import (error texts, envelopes, surrogates).
         assert [pattern for name, pattern in report["compiled"]
                 if name and name.startswith("loopwarden.fingerprint")] == []
@@ -105,7 +107,7 @@ def test_the_patterns_compile_when_a_call_needs_them(tmp_path: Path) -> None:
         report = json.loads(proc.stderr.rpartition("\nREPORT ")[2])
         assert report["code"] == 0, proc.stderr
     assert compiled_by(report, "loopwarden.volatile")  # the result was masked
-    assert compiled_by(report, "loopwarden.profiles")  # the command was read
+    assert compiled_by(report, "loopwarden.profiles", package=True)  # the command was read
 
 
 def test_the_volatile_patterns_are_still_public_and_compiled() -> None:

@@ -262,7 +262,7 @@ def _process_outcome(args: object, details: Mapping[str, object], text: str) -> 
 
 #: The built-in projections by the name a profile gives them (``ToolProfile.projection``).
 #: A new projection is one function above and one entry here (its name joins the others in
-#: profiles.py).
+#: loopwarden.profiles.registry).
 PROJECTIONS: Final[Mapping[str, Projection]] = types.MappingProxyType({
     PROJECTION_EXEC: _exec_outcome,
     PROJECTION_PROCESS: _process_outcome,

@@ -73,7 +73,9 @@ Visited = bytes | _Frame | tuple[Rope, int]
 
 class _Walker:
     """Post-order, explicit-stack serialiser: no Python recursion over the value's depth, each
-    distinct acyclic container serialised once, and at most ``_MAX_NODES`` values visited."""
+    distinct acyclic container serialised once, and at most ``_MAX_NODES`` values visited.
+    Values other than the exact JSON types are read by :func:`_visit_any` and the functions
+    after it."""
 
     __slots__ = ("_cyclic", "_depth", "_digests", "_key_depth", "_key_memo", "_memo",
                  "_nodes_left", "_on_stack", "_texts", "_transform", "_value_memo")
@@ -96,6 +98,7 @@ class _Walker:
         self._key_depth = 0
 
     def serialise(self, root: object) -> bytes:
+        """The canonical bytes of ``root``."""
         rope, size = self._walk(root)
         if size > _MAX_BYTES:
             return _oversized(rope, size, self._digests)
@@ -197,38 +200,10 @@ class _Walker:
                 return self._dict(value)  # type: ignore[arg-type]
             return self._open(_Frame.ARRAY, value, self._elements(value))  # type: ignore[arg-type]
         try:
-            return self._visit_any(value)
+            return _visit_any(self, value)
         except Exception:
             # Only this value degrades to its type name; the rest stays significant.
             return _opaque(value)
-
-    def _visit_any(self, value: object) -> Visited:
-        if isinstance(value, str):
-            return self._string(str.__str__(value))  # its characters, whatever it overrides
-        if value is None:
-            return b"null"
-        if isinstance(value, bool):
-            return b"true" if value else b"false"
-        if isinstance(value, int):
-            return _int_bytes(int.__int__(value))
-        if isinstance(value, float):
-            return _dumps(float.__float__(value))
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            return _bytes_like(value)
-        seen = self._seen(value)
-        if seen is not None:
-            return seen
-        if self._nodes_left <= 0:
-            return _TRUNCATED  # (its children could not be taken)
-        if isinstance(value, dict):
-            return self._dict(value)
-        if isinstance(value, (list, tuple)):
-            return self._open(_Frame.ARRAY, value, self._elements(value))
-        if isinstance(value, deque):
-            return self._open(_Frame.ARRAY, value, self._take(value))
-        if isinstance(value, (set, frozenset)):
-            return self._open(_Frame.SET, value, self._take(value))
-        return self._visit_other(value)
 
     def _dict(self, value: dict[object, object]) -> _Frame:
         if type(value) is dict and len(value) <= self._nodes_left:
@@ -246,60 +221,6 @@ class _Walker:
             self._cyclic = True
             return _CIRCULAR
         return None
-
-    def _visit_other(self, value: object) -> Visited:
-        if isinstance(value, (datetime.date, datetime.time, uuid.UUID, orjson.Fragment)):
-            return _orjson_leaf(value)
-        if isinstance(value, enum.Enum):
-            return self._enum(value)
-        if isinstance(value, decimal.Decimal):
-            return _dumps(str(value))
-        if isinstance(value, PurePath):
-            return self._string(value.as_posix())
-        if isinstance(value, complex):
-            return b"[" + orjson.dumps(value.real) + b"," + orjson.dumps(value.imag) + b"]"
-        # What follows runs the value's own code (items, attributes, model_dump ...), at ten
-        # times the cost of a plain container: it takes more of the budget.
-        self._nodes_left -= _OBJECT_COST
-        if isinstance(value, BaseException):
-            return self._mapping(value, self._take(_exception_items(value)))
-        if isinstance(value, Mapping):
-            return self._mapping(value, self._take(value.items()))
-        if isinstance(value, array):
-            return self._open(_Frame.ARRAY, value, self._take(value.tolist()))
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return self._mapping(value, self._take(_dataclass_items(value)))
-        converted = _converted(value)
-        if converted is not _NOT_CONVERTED:
-            return self._converted(value, converted)
-        return self._object(value)
-
-    def _enum(self, value: enum.Enum) -> Visited:
-        inner = value.value
-        for _ in range(_MAX_ENUM_CHAIN):
-            if not isinstance(inner, enum.Enum):
-                return self._visit(inner)
-            inner = inner.value
-        return _opaque(value)
-
-    def _converted(self, original: object, converted: object) -> Visited:
-        visited = self._visit(converted)
-        if isinstance(visited, _Frame):
-            # The conversion is a fresh object: guard cycles through the original instead.
-            del self._on_stack[id(visited.ref)]
-            visited.ref = original
-            self._on_stack[id(original)] = visited.depth
-        return visited
-
-    def _object(self, value: object) -> Visited:
-        kind = type(value)
-        entries: list[tuple[object, object]] = [("__object__", _qualified_name(kind))]
-        name = _callable_name(value)
-        if name is not None:
-            entries.append(("name", name))
-        else:
-            entries.append(("state", _object_state(value, max(self._nodes_left, 0) + 1)))
-        return self._mapping(value, self._take(entries))
 
     def _mapping(self, ref: object, children: tuple[list[tuple[object, object]], bool]) -> _Frame:
         items, truncated = children
@@ -380,3 +301,101 @@ class _Walker:
             return _dumps(text)
         except orjson.JSONEncodeError:
             return _dumps(_replace_surrogates(text))
+
+
+# -- values other than the exact JSON types ------------------------------------------------------
+# (Functions over the walker rather than methods: a call costs the same, the class stays small.)
+
+
+def _visit_any(walker: _Walker, value: object) -> Visited:
+    """What :meth:`_Walker._visit` does not take inline: subclasses, bools, floats, bytes,
+    other containers, then :func:`_visit_other`."""
+    if isinstance(value, str):
+        return walker._string(str.__str__(value))  # its characters, whatever it overrides
+    if value is None:
+        return b"null"
+    if isinstance(value, bool):
+        return b"true" if value else b"false"
+    if isinstance(value, int):
+        return _int_bytes(int.__int__(value))
+    if isinstance(value, float):
+        return _dumps(float.__float__(value))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _bytes_like(value)
+    seen = walker._seen(value)
+    if seen is not None:
+        return seen
+    if walker._nodes_left <= 0:
+        return _TRUNCATED  # (its children could not be taken)
+    if isinstance(value, dict):
+        return walker._dict(value)
+    if isinstance(value, (list, tuple)):
+        return walker._open(_Frame.ARRAY, value, walker._elements(value))
+    if isinstance(value, deque):
+        return walker._open(_Frame.ARRAY, value, walker._take(value))
+    if isinstance(value, (set, frozenset)):
+        return walker._open(_Frame.SET, value, walker._take(value))
+    return _visit_other(walker, value)
+
+
+def _visit_other(walker: _Walker, value: object) -> Visited:
+    """Values no JSON type stands for: orjson's leaves, enums, paths ..., then values whose
+    own code runs (exceptions, mappings, dataclasses, models ...)."""
+    if isinstance(value, (datetime.date, datetime.time, uuid.UUID, orjson.Fragment)):
+        return _orjson_leaf(value)
+    if isinstance(value, enum.Enum):
+        return _visit_enum(walker, value)
+    if isinstance(value, decimal.Decimal):
+        return _dumps(str(value))
+    if isinstance(value, PurePath):
+        return walker._string(value.as_posix())
+    if isinstance(value, complex):
+        return b"[" + orjson.dumps(value.real) + b"," + orjson.dumps(value.imag) + b"]"
+    # What follows runs the value's own code (items, attributes, model_dump ...), at ten
+    # times the cost of a plain container: it takes more of the budget.
+    walker._nodes_left -= _OBJECT_COST
+    if isinstance(value, BaseException):
+        return walker._mapping(value, walker._take(_exception_items(value)))
+    if isinstance(value, Mapping):
+        return walker._mapping(value, walker._take(value.items()))
+    if isinstance(value, array):
+        return walker._open(_Frame.ARRAY, value, walker._take(value.tolist()))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return walker._mapping(value, walker._take(_dataclass_items(value)))
+    converted = _converted(value)
+    if converted is not _NOT_CONVERTED:
+        return _visit_converted(walker, value, converted)
+    return _visit_object(walker, value)
+
+
+def _visit_enum(walker: _Walker, value: enum.Enum) -> Visited:
+    """An enum as its value (an enum's value that is an enum, as that one's value ...)."""
+    inner = value.value
+    for _ in range(_MAX_ENUM_CHAIN):
+        if not isinstance(inner, enum.Enum):
+            return walker._visit(inner)
+        inner = inner.value
+    return _opaque(value)
+
+
+def _visit_converted(walker: _Walker, original: object, converted: object) -> Visited:
+    """A value as what it converts to (a model's ``model_dump()`` ...)."""
+    visited = walker._visit(converted)
+    if isinstance(visited, _Frame):
+        # The conversion is a fresh object: guard cycles through the original instead.
+        del walker._on_stack[id(visited.ref)]
+        visited.ref = original
+        walker._on_stack[id(original)] = visited.depth
+    return visited
+
+
+def _visit_object(walker: _Walker, value: object) -> Visited:
+    """Any other object: its qualified type name and its state (or a callable's name)."""
+    kind = type(value)
+    entries: list[tuple[object, object]] = [("__object__", _qualified_name(kind))]
+    name = _callable_name(value)
+    if name is not None:
+        entries.append(("name", name))
+    else:
+        entries.append(("state", _object_state(value, max(walker._nodes_left, 0) + 1)))
+    return walker._mapping(value, walker._take(entries))
