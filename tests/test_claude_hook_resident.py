@@ -257,3 +257,26 @@ def test_a_library_warning_is_not_printed_when_the_application_set_up_no_logging
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert proc.stderr == ""
+
+
+def test_a_hook_without_stdin_fails_open_in_one_line(tmp_path: Path, runtime: Path) -> None:
+    # Started with its stdin closed: no payload to hand over, so the hook runs here and says
+    # what went wrong in one line, with a non-blocking exit code (never 2, "block").
+    proc = subprocess.run(
+        ["bash", "-c", f'exec "{sys.executable}" -c "$0" claude-hook --db "$1" 0<&-',
+         "import sys; from loopwarden._entry import main; sys.exit(main())",
+         str(tmp_path / "hook.db")],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), "LOOPWARDEN_HOOK_SERVER": "1"})
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_a_stopped_server_takes_its_socket_along(tmp_path: Path, runtime: Path) -> None:
+    db = tmp_path / "hook.db"
+    hook(bash(0), db, runtime)
+    wait_until(lambda: server_pids(runtime) and any(runtime.glob("loopwarden-*/hook-*.sock")))
+    (pid,) = server_pids(runtime)
+    os.kill(pid, signal.SIGTERM)  # what the README's loop sends
+    wait_until(lambda: not alive(pid))
+    assert not list(runtime.glob("loopwarden-*/hook-*.sock"))

@@ -43,21 +43,24 @@ def _claude_hook(argv: list[str]) -> int:
     like this one, else here, leaving a server behind for the next hook."""
     from .cli import _resident
 
-    if not _resident.enabled() or "-h" in argv or "--help" in argv:
-        from .cli.claude_hook import run
+    served = _resident.enabled() and "-h" not in argv and "--help" not in argv
+    if served:
+        try:
+            payload = sys.stdin.buffer.read()
+        except (AttributeError, OSError, ValueError):  # no stdin to read: run() says so
+            served = False
+        else:
+            code = _resident.answer_resident(argv, payload)
+            if code is not None:
+                return code
+            import io
 
-        return run(argv)
-    payload = sys.stdin.buffer.read()
-    code = _resident.answer_resident(argv, payload)
-    if code is not None:
-        return code
-    import io
-
+            sys.stdin = io.TextIOWrapper(io.BytesIO(payload), encoding="utf-8")
     from .cli.claude_hook import run
 
-    sys.stdin = io.TextIOWrapper(io.BytesIO(payload), encoding="utf-8")
     code = run(argv)
-    _resident.start_server(argv)
+    if served:
+        _resident.start_server(argv)
     return code
 
 

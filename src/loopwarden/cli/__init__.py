@@ -21,7 +21,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-if TYPE_CHECKING:
     from .application import app as app
 
 __all__ = ["app", "main"]

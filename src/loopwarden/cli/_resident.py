@@ -30,6 +30,7 @@ import _socket
 import io
 import os
 import sys
+import time
 import zlib
 
 TYPE_CHECKING = False  # (typing not imported: see loopwarden/__init__.py)
@@ -168,6 +169,10 @@ def serve(argv: Sequence[str], run: Callable[[Sequence[str]], int]) -> int:
     lock.truncate(0)
     lock.write(f"{os.getpid()}\n")
     lock.flush()
+    import signal
+
+    # Stopped (kill, a logout): leave as at idle, taking the socket file along.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         with _listening(path) as listener:
             _serve_until_idle(listener, list(argv), run)
@@ -215,6 +220,7 @@ def _serve_until_idle(listener: socket.socket, argv: list[str],
         idle = IDLE_SECONDS
     listener.settimeout(idle)
     code_stamp = _code_stamp()
+    checked = time.monotonic()
     while True:
         try:
             conn, _ = listener.accept()
@@ -230,8 +236,11 @@ def _serve_until_idle(listener: socket.socket, argv: list[str],
                     conn.sendall(_answer(argv, payload, run))
             except Exception:  # a client that gave up, a bug: it answers in its own process
                 pass
-        if _code_stamp() != code_stamp:
-            return  # loopwarden changed on disk: the next hook starts a server running it
+        # (At most once a second: a tool call's two hooks come milliseconds apart.)
+        if time.monotonic() - checked >= 1.0:
+            checked = time.monotonic()
+            if _code_stamp() != code_stamp:
+                return  # loopwarden changed on disk: the next hook starts a server running it
 
 
 def _answer(argv: list[str], payload: bytes, run: Callable[[Sequence[str]], int]) -> bytes:
