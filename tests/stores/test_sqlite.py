@@ -11,7 +11,7 @@ import pytest
 from store_scenarios import ENABLED, drive, history_view, mixed_script
 
 from loopwarden import LoopEvent, LoopGuard, MemoryStore, SessionState, StoreError
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.guard.stores.sqlite import SQLiteStore
 
 
 class FakeClock:

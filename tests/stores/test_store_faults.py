@@ -17,8 +17,8 @@ from store_scenarios import ENABLED
 
 from loopwarden import LoopGuard, Verdict
 from loopwarden.guard import STORE_DOWN_MESSAGE
-from loopwarden.stores.redis import RedisStore
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.guard.stores.redis import RedisStore
+from loopwarden.guard.stores.sqlite import SQLiteStore
 
 FAILED = "state store failed"
 RECOVERED = "state store recovered"
