@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from loopwarden import LoopDetectionConfig, LoopGuard
 from loopwarden.guard import STOP_MESSAGE, TERMINAL_TEXT
 from loopwarden.integrations.claude_code_hook import ClaudeCodeHook, batch_stop_output, run_id_of
@@ -104,6 +106,7 @@ def _check(tmp_path: Path, version: str, *install_first: bool) -> subprocess.Com
                           env=env, capture_output=True, text=True, check=False, cwd=tmp_path)
 
 
+@pytest.mark.integration
 def test_check_reports_what_each_release_supports(tmp_path: Path) -> None:
     old = _check(tmp_path, "2.1.197", True)
     assert old.returncode == 0, old.stdout + old.stderr
@@ -115,6 +118,7 @@ def test_check_reports_what_each_release_supports(tmp_path: Path) -> None:
     assert "hooks in" in current.stdout and "all events" in current.stdout
 
 
+@pytest.mark.integration
 def test_check_fails_for_an_unsupported_release_or_missing_hooks(tmp_path: Path) -> None:
     too_old = _check(tmp_path, "1.0.40", True)
     assert too_old.returncode == 1 and "older than the minimum 2.1.197" in too_old.stdout

@@ -40,9 +40,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
-from ..compaction import CompactionLoopPersistedError
-from ..errors import LoopwardenError
-from ..guard import STOP_MESSAGE, TERMINAL_SIBLING_TEXT, TERMINAL_TEXT, LoopGuard, Verdict
+from ..base.errors import LoopwardenError
+from ..guard import (
+    STOP_MESSAGE,
+    TERMINAL_SIBLING_TEXT,
+    TERMINAL_TEXT,
+    CompactionLoopPersistedError,
+    LoopGuard,
+    Verdict,
+)
 
 __all__ = [
     "BATCH_EVENT",
