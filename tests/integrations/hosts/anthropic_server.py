@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ class Turn:
     call: int
     seen: str
     answered: ToolCall | None = None
+    at: float = field(default_factory=time.monotonic)
+    """When the request arrived (monotonic seconds): the turnaround of a call is the time
+    between the request that issued it and the next one."""
 
 
 @dataclass

@@ -29,6 +29,14 @@ def _stopped(record: RunRecord) -> None:
     assert record.ended, record
 
 
+def _mcp_config(work: Path) -> dict[str, object]:
+    proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", sys.executable,
+             str(HERE / "mcp_counter_server.py")]
+    return {"mcpServers": {"jobs": {"command": proxy[0], "args": proxy[1:],
+                                    "env": {"CALLS_LOG": str(work / "calls.log"),
+                                            "LOOPWARDEN_HOOK_SERVER": "0"}}}}
+
+
 @pytest.mark.parametrize("release", RELEASES)
 def test_identical_call_is_stopped_and_the_run_ends(release: str, tmp_path: Path) -> None:
     work = tmp_path / "work"
@@ -46,10 +54,16 @@ def test_a_b_ping_pong_is_stopped_and_the_run_ends(release: str, tmp_path: Path)
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_three_step_cycle_is_stopped_and_the_run_ends(release: str, tmp_path: Path) -> None:
+def test_three_step_cycle_over_two_tools_is_stopped_and_the_run_ends(release: str,
+                                                                      tmp_path: Path) -> None:
+    # loopwarden's cycles span at least two tools (one tool's changing commands are progress):
+    # Bash, the MCP poll, Bash again, over and over.
+    pytest.importorskip("mcp")
     work = tmp_path / "work"
-    steps = ["echo A", "cat calls.log >/dev/null; echo B", "echo C"]
-    record = run_claude(claude_binary(release), tmp_path, lambda n: bash(work, steps[n % 3]))
+    steps = [bash(work, "echo A"), ("mcp__jobs__check_job", {"job_id": "42"}),
+             bash(work, "echo C")]
+    record = run_claude(claude_binary(release), tmp_path, lambda n: steps[n % 3],
+                        mcp_config=_mcp_config(work))
     _stopped(record)
 
 
@@ -73,14 +87,6 @@ def test_healthy_run_with_changing_output_is_never_denied(release: str, tmp_path
     print(record)
     assert record.denials == 0, record
     assert (record.issued, record.executions, record.ended) == (30, 30, False), record
-
-
-def _mcp_config(work: Path) -> dict[str, object]:
-    proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", sys.executable,
-             str(HERE / "mcp_counter_server.py")]
-    return {"mcpServers": {"jobs": {"command": proxy[0], "args": proxy[1:],
-                                    "env": {"CALLS_LOG": str(work / "calls.log"),
-                                            "LOOPWARDEN_HOOK_SERVER": "0"}}}}
 
 
 @pytest.mark.parametrize("release", RELEASES)
