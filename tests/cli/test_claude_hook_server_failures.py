@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import os
+import random
 import shutil
 import signal
 import socket
@@ -366,7 +366,7 @@ def test_input_that_is_not_utf8_gets_the_same_answer_served_and_in_process(
                 if event == "PostToolUse":
                     payload["tool_response"] = {"stdout": "\udcfe", "stderr": ""}
                 data = json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogateescape")
-                code, out, err, served = hook(data)
+                code, out, err, _ = hook(data)
                 got.append((code, out, err))
                 if resident == "1" and turn == 0:
                     wait_until(lambda: sockets(runtime))
