@@ -73,6 +73,61 @@ class _PendingBatch:
     replies: list[dict[str, Any]]  # the blocked calls' responses
 
 
+class _Batches:
+    """The client batches some of whose calls were blocked, by the keys of their forwarded
+    requests the upstream has yet to answer; and the answers of the batches given up on (a
+    call evicted unanswered), which go out with the next client message."""
+
+    __slots__ = ("_by_key", "_completed", "max_keys")
+
+    def __init__(self, max_keys: int) -> None:
+        self.max_keys = max_keys
+        self._by_key: dict[str, _PendingBatch] = {}
+        self._completed: list[list[dict[str, Any]]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._by_key)
+
+    def add(self, awaited: list[str], order: list[str], blocked: list[dict[str, Any]]) -> None:
+        """A batch waiting for the upstream's answers to ``awaited``; past ``max_keys`` keys
+        the oldest is given up on, as an evicted call is."""
+        batch = _PendingBatch(set(awaited), order, blocked)
+        for key in awaited:
+            self._by_key[key] = batch
+        while len(self._by_key) > self.max_keys:
+            self.give_up(next(iter(self._by_key)))
+
+    def answered(self, message: Any) -> _PendingBatch | None:
+        """The pending batch ``message`` answers a call of, taken off the pending list."""
+        if not self._by_key:
+            return None
+        key = _response_key(message)
+        batch = self._by_key.get(key) if key is not None else None
+        if batch is not None:
+            for awaited in batch.awaited:
+                self._by_key.pop(awaited, None)
+        return batch
+
+    def cancel(self, key: str) -> list[Any] | None:
+        """Stops waiting for ``key``; returns its batch's answers once nothing is awaited."""
+        batch = self._by_key.pop(key, None)
+        if batch is None:
+            return None
+        batch.awaited.discard(key)
+        return None if batch.awaited else list(batch.replies)
+
+    def give_up(self, key: str) -> None:
+        """:meth:`cancel` for a call evicted unanswered: the answers go out later."""
+        replies = self.cancel(key)
+        if replies is not None:
+            self._completed.append(replies)
+
+    def take_completed(self) -> list[Any]:
+        """The answers of the batches given up on since the last call."""
+        completed, self._completed = self._completed, []
+        return completed
+
+
 class McpLoopGuard:
     """Guards the ``tools/call`` traffic of one MCP client connection (one guard session).
 
@@ -93,13 +148,10 @@ class McpLoopGuard:
         #: What the connection gave up to stay bounded (evicted calls, unreadable lines...).
         self.stats = ProxyStats()
         self._in_flight = PendingCalls(max_pending_calls, max_pending_bytes, self.stats)
-        # Batches an eviction completed: their answers go out with the next client message.
-        self._completed: list[Any] = []
         # Clients may reuse JSON-RPC ids once a request is answered; the guard would take a
         # reused call id for a retried hook and not count the call, so ids are made unique.
         self._seq = itertools.count(1)
-        # Request key -> the partly blocked batch whose array answer it is part of.
-        self._batches: dict[str, _PendingBatch] = {}
+        self._batches = _Batches(max_pending_calls)
         # taskId -> the call it runs; request key -> the tasks/* method and the task it asks
         # about.
         self._tasks: dict[str, _Task] = {}
@@ -118,7 +170,8 @@ class McpLoopGuard:
         are merged into it (:meth:`from_upstream`)."""
         if not isinstance(message, list):
             forward, reply = await self._client_message(message, size)
-            return forward, [*self._take_completed(), *([reply] if reply is not None else [])]
+            done = self._batches.take_completed()
+            return forward, [*done, *([reply] if reply is not None else [])]
         forwards: list[Any] = []
         blocked: list[dict[str, Any]] = []
         replies: list[Any] = []  # earlier batches a cancellation completed
@@ -131,21 +184,15 @@ class McpLoopGuard:
                 blocked.append(reply)
             elif reply is not None:
                 replies.append(reply)
-        replies[:0] = self._take_completed()
+        replies[:0] = self._batches.take_completed()
         if not blocked:
             return (message if len(forwards) == len(message) else forwards or None), replies
         awaited = [_id_key(f["id"]) for f in forwards if _is_request(f)]
         if not awaited:  # nothing will come back from the upstream: answer now
             return forwards or None, [*replies, blocked]
         order = [_id_key(item["id"]) for item in message if _is_request(item)]
-        batch = _PendingBatch(set(awaited), order, blocked)
-        for key in awaited:
-            self._batches[key] = batch
-        # A batch whose answer never comes is given up like an evicted call: its blocked
-        # calls' answers go out alone.
-        while len(self._batches) > self._in_flight.max_calls:
-            self._give_up(next(iter(self._batches)))
-        return forwards, [*replies, *self._take_completed()]
+        self._batches.add(awaited, order, blocked)
+        return forwards, [*replies, *self._batches.take_completed()]
 
     async def from_upstream(self, message: Any) -> Any:
         """Returns the message for the client: a ``tools/call`` result with the outcome
@@ -153,14 +200,14 @@ class McpLoopGuard:
         answer to a batch with the responses of the batch's blocked calls merged in."""
         if not isinstance(message, list):
             out = await self._upstream_message(message)
-            batch = self._batch_of(message)
+            batch = self._batches.answered(message)
             # An upstream that answers a batch's calls one by one: the blocked calls' answers
             # go with the first of them.
             return out if batch is None else [out, *batch.replies]
         out = [await self._upstream_message(item) for item in message]
         batches: list[_PendingBatch] = []
         for item in message:
-            batch = self._batch_of(item)
+            batch = self._batches.answered(item)
             if batch is not None and all(b is not batch for b in batches):
                 batches.append(batch)
         if not batches:
@@ -186,17 +233,6 @@ class McpLoopGuard:
         not parse what the upstream sends."""
         return bool(self._in_flight or self._batches or self._tasks or self._task_requests)
 
-    def _batch_of(self, message: Any) -> _PendingBatch | None:
-        """The pending batch ``message`` answers a call of, taken off the pending list."""
-        if not self._batches:
-            return None
-        key = _response_key(message)
-        batch = self._batches.get(key) if key is not None else None
-        if batch is not None:
-            for awaited in batch.awaited:
-                self._batches.pop(awaited, None)
-        return batch
-
     # -- client -> upstream ------------------------------------------------------------------
 
     async def _client_message(self, message: Any, size: int | None) -> tuple[Any, Any]:
@@ -220,26 +256,8 @@ class McpLoopGuard:
                 key = _id_key(params["requestId"])
                 self._in_flight.pop(key)
                 self._task_requests.pop(key, None)
-                return message, self._cancel_in_batch(key)
+                return message, self._batches.cancel(key)
         return message, None
-
-    def _take_completed(self) -> list[Any]:
-        completed, self._completed = self._completed, []
-        return completed
-
-    def _give_up(self, key: str) -> None:
-        """Stops waiting for the upstream's answer to ``key`` (evicted): a batch left with
-        nothing else to wait for is answered with its blocked calls' responses."""
-        replies = self._cancel_in_batch(key)
-        if replies is not None:
-            self._completed.append(replies)
-
-    def _cancel_in_batch(self, key: str) -> list[Any] | None:
-        batch = self._batches.pop(key, None)
-        if batch is None:
-            return None
-        batch.awaited.discard(key)
-        return None if batch.awaited else list(batch.replies)
 
     async def _tools_call(self, message: dict[str, Any], size: int | None
                           ) -> tuple[Any, dict[str, Any] | None]:
@@ -269,7 +287,7 @@ class McpLoopGuard:
 
     def _await(self, key: str, flight: InFlight) -> None:
         for evicted in self._in_flight.add(key, flight):
-            self._give_up(evicted)
+            self._batches.give_up(evicted)
 
     # -- upstream -> client ------------------------------------------------------------------
 
