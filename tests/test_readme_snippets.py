@@ -357,7 +357,7 @@ def _workspace(root: Path, block: Block) -> tuple[Path, dict[str, str]]:
     # `loopwarden` is the console script's entry point, `python` this interpreter: both run
     # this checkout's code (PYTHONPATH), whatever is installed.
     shims = {"loopwarden": f'exec "{sys.executable}" -c "import sys; '
-                           f'from loopwarden._entry import main; sys.exit(main())" "$@"',
+                           f'from loopwarden.cli._entry import main; sys.exit(main())" "$@"',
              "python": f'exec "{sys.executable}" "$@"'}
     for name, body in shims.items():
         shim = bin_dir / name
@@ -509,7 +509,7 @@ def test_html_hint_gives_the_install_line_that_works_from_a_clone(tmp_path: Path
     # `sys.modules[name] = None` makes importlib.util.find_spec(name) answer None: matplotlib
     # looks absent to the command without uninstalling it.
     code = ("import sys; sys.modules['matplotlib'] = None; "
-            "from loopwarden._entry import main; sys.exit(main())")
+            "from loopwarden.cli._entry import main; sys.exit(main())")
     done = subprocess.run(
         [sys.executable, "-c", code, "scan", "--html", str(tmp_path / "r.html"),
          str(EXAMPLES / "transcripts")],

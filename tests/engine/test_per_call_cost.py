@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from loopwarden.detectors import PING_PONG, Limits, Prospect
-from loopwarden.detectors.pingpong import _pacing_in_tail
-from loopwarden.history import OUTCOME_VETO, CallRecord, SessionState
+from loopwarden.engine.detectors import PING_PONG, Limits, Prospect
+from loopwarden.engine.detectors.pingpong import _pacing_in_tail
+from loopwarden.engine.history import OUTCOME_VETO, CallRecord, SessionState
 
 
 class _NoCopy(deque[CallRecord]):

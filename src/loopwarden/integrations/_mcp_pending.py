@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .._log import get_logger
-from .._text import log_text
+from ..base.log import get_logger
+from ..base.text import log_text
 from ..guard import Verdict
 
 __all__ = [

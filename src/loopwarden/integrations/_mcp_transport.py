@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from .._log import get_logger
+from ..base.log import get_logger
 from ..config import LoopDetectionConfig
 from ..guard import LoopGuard
 from ._mcp_guard import McpLoopGuard
