@@ -91,6 +91,7 @@ def _replay_checking_shortcut(preset: Any, warning: int, seed: int) -> dict[str,
     return fired
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["openclaw", "early"])
 @pytest.mark.parametrize("warning", [3, 7])  # below and above the churn's own repeat count
 @pytest.mark.parametrize("seed", range(8))
@@ -99,6 +100,7 @@ def test_skipping_measurement_never_changes_a_detection(preset: str, warning: in
     _replay_checking_shortcut(preset, warning, seed)
 
 
+@pytest.mark.slow
 def test_the_random_histories_reach_every_detector() -> None:
     fired: set[str] = set()
     for preset in ("openclaw", "early"):

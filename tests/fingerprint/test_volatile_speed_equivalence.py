@@ -13,12 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from loopwarden import MISSING, LoopDetectionConfig, LoopGuard, volatile
 from loopwarden.transcripts import iter_transcript_files, read_transcript
 from loopwarden.volatile import has_digit, mask_volatile
+
+pytestmark = pytest.mark.slow
 
 # The reference, verbatim from before the fast path: one alternation, tried at every position.
 _REFERENCE = re.compile(
