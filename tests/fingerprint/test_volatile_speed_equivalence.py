@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from loopwarden import MISSING, LoopDetectionConfig, LoopGuard, volatile
-from loopwarden.transcripts import iter_transcript_files, read_transcript
-from loopwarden.volatile import has_digit, mask_volatile
+from loopwarden import MISSING, LoopDetectionConfig, LoopGuard
+from loopwarden.fingerprint import volatile
+from loopwarden.fingerprint.volatile import has_digit, mask_volatile
+from loopwarden.offline.transcripts import iter_transcript_files, read_transcript
 
 pytestmark = pytest.mark.slow
 
