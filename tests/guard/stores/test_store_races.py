@@ -27,6 +27,8 @@ from store_scenarios import (
     sorted_history,
 )
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[ProcessPoolExecutor]:
