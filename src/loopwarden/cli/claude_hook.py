@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
     from ..config import LoopDetectionConfig
+    from ..guard import LoopGuard
+    from ..integrations.claude_code_hook import ExitBehavior
 
 __all__ = ["default_db_path", "register", "run", "serve"]
 
@@ -78,6 +80,11 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, tuple[Any, ...] | None
                         "end or error stop Claude (continue: false, the stop message as "
                         "stopReason; a command hook has no other way to end the run), "
                         "continue only denies the call [default: end]."),
+    # Which host's hook dialect: `loopwarden codex-hook` and `gemini-hook` are this command
+    # with --host, so all three share the store, the config cache and the resident server.
+    "--host": ("host", str, "claude-code", ("claude-code", "codex", "gemini-cli"),
+               "The host whose hook payloads come in: claude-code, codex (Codex CLI) or "
+               "gemini-cli (Gemini CLI) [default: claude-code]."),
 }
 
 
@@ -151,13 +158,34 @@ def register(app: typer.Typer) -> None:
         "claude-hook", help=_HELP, add_help_option=False,
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )(claude_hook)
+    for name, host, events in (("codex-hook", "codex", "PreToolUse, PostToolUse"),
+                               ("gemini-hook", "gemini-cli", "BeforeTool, AfterTool, "
+                                                             "PreCompress")):
+        app.command(
+            name, add_help_option=False,
+            help=f"claude-hook --host {host}: guard {host} tool calls (hooks: {events}).",
+            context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        )(_host_hook(host))
+
+
+def _host_hook(host: str) -> Callable[..., None]:
+    import typer
+
+    def host_hook(ctx: typer.Context) -> None:
+        code = run(["--host", host, *ctx.args])
+        if code:
+            raise typer.Exit(code)
+
+    host_hook.__annotations__["ctx"] = typer.Context
+    return host_hook
 
 
 def run(argv: Sequence[str]) -> int:
     """``loopwarden claude-hook ARGV``: answers the payload on stdin; returns the exit code."""
     try:
         options = _parse(list(argv))
-        _answer(options["db"], options["config"], options["agent"], options["exit_behavior"])
+        _answer(options["db"], options["config"], options["agent"], options["exit_behavior"],
+                options["host"])
     except _HookExit as exc:
         if exc.message:
             sys.stderr.write(exc.message + "\n")
@@ -181,14 +209,15 @@ def serve(argv: Sequence[str]) -> int:
 
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,
-            exit_behavior: str) -> None:
-    from ..integrations.claude_code_hook import HANDLED_EVENTS
+            exit_behavior: str, host: str = "claude-code") -> None:
+    from ..integrations import claude_code_hook, codex_hook, gemini_cli_hook
 
+    door = {"codex": codex_hook, "gemini-cli": gemini_cli_hook}.get(host, claude_code_hook)
     payload = _read_payload()
-    if payload.get("hook_event_name") not in HANDLED_EVENTS:
+    if payload.get("hook_event_name") not in door.HANDLED_EVENTS:
         # Registered for an event loopwarden does not act on: answer at once, touch nothing.
         return
-    output = _handle(payload, db or default_db_path(), config, agent, exit_behavior)
+    output = _handle(payload, db or default_db_path(), config, agent, exit_behavior, host)
     if output:
         sys.stdout.write(json.dumps(output) + "\n")
         sys.stdout.flush()
@@ -196,16 +225,12 @@ def _answer(db: Path | None, config: Path | None, agent: str | None,
 
 def _handle(
     payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None,
-    exit_behavior: str = "end",
+    exit_behavior: str = "end", host: str = "claude-code",
 ) -> dict[str, Any]:
     from ..errors import LoopwardenError
     from ..events import LoggingSink
     from ..guard import LoopGuard
-    from ..integrations.claude_code_hook import (
-        ClaudeCodeHook,
-        HookPayloadError,
-        check_exit_behavior,
-    )
+    from ..integrations.claude_code_hook import HookPayloadError, check_exit_behavior
     from ..stores.sqlite import SQLiteStore
 
     try:
@@ -223,12 +248,28 @@ def _handle(
     guard.sinks[:] = [sink for sink in guard.sinks if not isinstance(sink, LoggingSink)]
     try:
         with _problems_to_stderr():
-            return ClaudeCodeHook(guard, agent_id=agent,
-                                  exit_behavior=check_exit_behavior(exit_behavior)).handle(payload)
+            answer: dict[str, Any] = _door(host, guard, agent,
+                                           check_exit_behavior(exit_behavior)).handle(payload)
+            return answer
     except HookPayloadError as exc:
         _fail(f"loopwarden: {exc}")
     finally:
         store.close()
+
+
+def _door(host: str, guard: LoopGuard, agent: str | None, exit_behavior: ExitBehavior) -> Any:
+    """The translation for ``host``'s hooks (each has ``handle(payload) -> answer``)."""
+    if host == "codex":
+        from ..integrations.codex_hook import CodexHook
+
+        return CodexHook(guard, agent_id=agent)  # Codex cannot end a run: no exit behaviour
+    if host == "gemini-cli":
+        from ..integrations.gemini_cli_hook import GeminiCliHook
+
+        return GeminiCliHook(guard, agent_id=agent, exit_behavior=exit_behavior)
+    from ..integrations.claude_code_hook import ClaudeCodeHook
+
+    return ClaudeCodeHook(guard, agent_id=agent, exit_behavior=exit_behavior)
 
 
 @contextmanager
