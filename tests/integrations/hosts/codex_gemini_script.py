@@ -57,10 +57,10 @@ class Transcript:
 
     def saw(self, result_texts: list[str]) -> None:
         """Record the results of the latest request (the whole conversation is resent each
-        time: only the new tail counts)."""
+        time, context a hook added since included)."""
         with self.lock:
-            if len(result_texts) > len(self.results):
-                self.results.extend(result_texts[len(self.results):])
+            if len(result_texts) >= len(self.results):
+                self.results[:] = result_texts
 
     def first(self, predicate: Callable[[str], bool]) -> int | None:
         """1-based index of the first result matching ``predicate``."""

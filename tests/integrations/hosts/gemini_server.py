@@ -74,16 +74,23 @@ class GeminiServer:
             part: dict[str, Any] = {"text": FINAL_TEXT}
         else:
             self.transcript.calls_made = made + 1
-            name, args = _call(action)
+            name, args = _call(action, _tool_names(body))
             part = {"functionCall": {"name": name, "args": args}}
         return _chunk(part)
 
 
-def _call(action: Action) -> tuple[str, dict[str, Any]]:
+def _call(action: Action, names: list[str]) -> tuple[str, dict[str, Any]]:
     if action.command is not None:
         return "run_shell_command", {"command": action.command}
     assert action.tool is not None
-    return action.tool, action.args
+    # An MCP tool's name is the host's (server prefix and all): the declared one ending so.
+    name = next((n for n in names if n.endswith(action.tool)), action.tool)
+    return name, action.args
+
+
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    return [str(d.get("name", "")) for tool in body.get("tools") or [] if isinstance(tool, dict)
+            for d in tool.get("functionDeclarations") or [] if isinstance(d, dict)]
 
 
 def _chunk(part: dict[str, Any]) -> dict[str, Any]:

@@ -50,8 +50,12 @@ class ResponsesServer:
         self.bodies.append(body)
         items = [i for i in body.get("input") or [] if isinstance(i, dict)]
         made = sum(1 for i in items if i.get("type") in ("function_call", "custom_tool_call"))
-        outputs = [_output_text(i) for i in items
-                   if i.get("type") in ("function_call_output", "custom_tool_call_output")]
+        outputs: list[str] = []
+        for i in items:
+            if i.get("type") in ("function_call_output", "custom_tool_call_output"):
+                outputs.append(_output_text(i))
+            elif outputs and i.get("role") == "developer":  # a hook's additionalContext
+                outputs[-1] += " " + json.dumps(i.get("content"))
         self.transcript.saw(outputs)
         self.transcript.requests += 1
         action = self.script.action(made)
@@ -62,7 +66,7 @@ class ResponsesServer:
                 "content": [{"type": "output_text", "text": FINAL_TEXT, "annotations": []}]}
         else:
             self.transcript.calls_made = made + 1
-            name, arguments = _call(action)
+            name, arguments = _call(action, _tool_names(body))
             item = {"type": "function_call", "id": f"fc_{number}", "call_id": f"call_{number}",
                     "name": name, "arguments": json.dumps(arguments), "status": "completed"}
         response = {"id": f"resp_{number}", "object": "response", "status": "completed",
@@ -80,11 +84,23 @@ class ResponsesServer:
         ]
 
 
-def _call(action: Action) -> tuple[str, dict[str, Any]]:
+def _call(action: Action, names: list[str]) -> tuple[str, dict[str, Any]]:
     if action.command is not None:
         return "exec_command", {"cmd": action.command}
     assert action.tool is not None
-    return action.tool, action.args
+    # An MCP tool's name is the host's (server prefix and all): the declared one ending so.
+    name = next((n for n in names if n.endswith(action.tool)), action.tool)
+    return name, action.args
+
+
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    names: list[str] = []
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict):
+            names.append(str(tool.get("name", "")))
+            names += [str(t.get("name", "")) for t in tool.get("tools") or []
+                      if isinstance(t, dict)]
+    return names
 
 
 def _output_text(item: dict[str, Any]) -> str:
