@@ -106,6 +106,7 @@ class RunRecord:
     ran_after_stop: int               # later calls that ran (must be 0)
     ended_by_host: bool               # the host ended the run before the model gave up
     seconds: float
+    turnaround_ms: float | None       # median per tool call, as the host runs it
     returncode: int
     results: list[str] = field(default_factory=list, repr=False)
     output: str = field(default="", repr=False)
@@ -142,6 +143,7 @@ def _record(host: str, shape: str, transcript: Transcript, log: Path, limit: int
         stop=stop, denied_after_stop=sum(1 for t in after if _denied(t)),
         ran_after_stop=sum(1 for t in after if not _denied(t)),
         ended_by_host=transcript.calls_made < limit, seconds=seconds,
+        turnaround_ms=transcript.turnaround_ms(),
         returncode=proc.returncode, results=list(results), output=proc.stdout + proc.stderr)
 
 

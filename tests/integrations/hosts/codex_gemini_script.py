@@ -11,6 +11,7 @@ up to ``limit`` calls, then answers in text (so a host that never stops still en
 
 from __future__ import annotations
 
+import statistics
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class Transcript:
     results: list[str] = field(default_factory=list)
     requests: int = 0
     calls_made: int = 0
+    stamps: list[float] = field(default_factory=list)  # when each request came (monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def saw(self, result_texts: list[str]) -> None:
@@ -61,6 +63,13 @@ class Transcript:
         with self.lock:
             if len(result_texts) >= len(self.results):
                 self.results[:] = result_texts
+
+    def turnaround_ms(self) -> float | None:
+        """Median time from one model request to the next while the model makes tool calls:
+        one tool call's turnaround as the host runs it (hooks, the tool, the next request)."""
+        gaps = [(b - a) * 1000 for a, b in zip(self.stamps, self.stamps[1:], strict=False)]
+        gaps = gaps[:self.calls_made]  # (not the wait after the final text)
+        return statistics.median(gaps) if gaps else None
 
     def first(self, predicate: Callable[[str], bool]) -> int | None:
         """1-based index of the first result matching ``predicate``."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -69,6 +70,7 @@ class GeminiServer:
                 seen[-1] = f"{seen[-1]} {texts}"  # context a hook added after the result
         self.transcript.saw(seen)
         self.transcript.requests += 1
+        self.transcript.stamps.append(time.monotonic())
         action = self.script.action(made)
         if action is None:
             part: dict[str, Any] = {"text": FINAL_TEXT}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -58,6 +59,7 @@ class ResponsesServer:
                 outputs[-1] += " " + json.dumps(i.get("content"))
         self.transcript.saw(outputs)
         self.transcript.requests += 1
+        self.transcript.stamps.append(time.monotonic())
         action = self.script.action(made)
         number = self.transcript.requests
         if action is None:
