@@ -67,8 +67,7 @@ def _mcp(log: Path) -> Callable[[int], Action | None]:
 
 def _two_tool_cycle(log: Path) -> Callable[[int], Action | None]:
     """A, read a file, B: a cycle over two tools (a cycle of one tool is a repeat of each
-    call, which the repeat detectors count). Gemini's file tool; Codex has no second tool a
-    hook sees offline, so there it is a one-tool cycle."""
+    call, which the repeat detectors count), with Gemini's file tool."""
     notes = log.with_name("notes.txt")
     notes.write_text("nothing new\n")
     steps = [Action(command=f"echo run >> {log}; echo A"),
@@ -88,6 +87,8 @@ SHAPES: dict[str, Shape] = {
     "mcp": _mcp,
 }
 LOOPS = ("identical", "a-b", "a-b-c", "fresh-failure", "mcp")
+# Codex has no file tool a hook sees: its three-step cycle is three shell commands.
+CODEX_SHAPES: dict[str, Shape] = {**SHAPES, "a-b-c": _commands("echo A", "echo B", "echo C")}
 
 
 @dataclass
@@ -195,7 +196,7 @@ def run_codex(shape: str, root: Path, *, hooks: bool = True, resident: bool = Tr
     codex_home = home / ".codex"
     for folder in (codex_home, work):
         folder.mkdir(parents=True, exist_ok=True)
-    script = Script(SHAPES[shape](log), limit=limit)
+    script = Script(CODEX_SHAPES[shape](log), limit=limit)
     env = {**_base_env(home, resident), "CODEX_HOME": str(codex_home), "SCRIPTED_KEY": "dummy"}
     with ResponsesServer(script) as server:
         config = [
