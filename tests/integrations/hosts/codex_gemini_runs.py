@@ -68,7 +68,7 @@ def _mcp(log: Path) -> Callable[[int], Action | None]:
 def _two_tool_cycle(log: Path) -> Callable[[int], Action | None]:
     """A, read a file, B: a cycle over two tools (a cycle of one tool is a repeat of each
     call, which the repeat detectors count), with Gemini's file tool."""
-    notes = log.with_name("notes.txt")
+    notes = log.parent / "work" / "notes.txt"  # in the workspace: Gemini reads only there
     notes.write_text("nothing new\n")
     steps = [Action(command=f"echo run >> {log}; echo A"),
              Action(tool="read_file", args={"file_path": str(notes)}),
