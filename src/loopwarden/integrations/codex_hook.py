@@ -26,8 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..compaction import CompactionLoopPersistedError
-from ..guard import TERMINAL_TEXT, LoopGuard, Verdict
+from ..guard import TERMINAL_TEXT, CompactionLoopPersistedError, LoopGuard, Verdict
 from .claude_code_hook import HookPayloadError, context_output
 
 __all__ = ["HANDLED_EVENTS", "CodexHook", "pre_tool_use_output"]

@@ -31,9 +31,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..compaction import CompactionLoopPersistedError
-from ..guard import STOP_MESSAGE, TERMINAL_TEXT, LoopGuard, Verdict
-from ..types import MISSING
+from ..base.types import MISSING
+from ..guard import (
+    STOP_MESSAGE,
+    TERMINAL_TEXT,
+    CompactionLoopPersistedError,
+    LoopGuard,
+    Verdict,
+)
 from .claude_code_hook import ExitBehavior, HookPayloadError, check_exit_behavior
 
 __all__ = ["HANDLED_EVENTS", "GeminiCliHook", "before_tool_output", "outcome_of"]
