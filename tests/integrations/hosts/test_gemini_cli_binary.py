@@ -37,7 +37,10 @@ def test_loop_is_stopped_and_the_run_ended(
 ) -> None:
     record = _run(shape, tmp_path, record_property)
     assert record.executions <= 25 and record.shell_runs <= record.executions
-    assert record.first_warning is not None and record.first_warning < record.first_denial
+    if shape != "a-b-c":
+        # (A cycle's warning comes before a call, where Gemini shows a hook's word to the user
+        # only: the model meets the cycle at the denial.)
+        assert record.first_warning is not None and record.first_warning < record.first_denial
     assert record.stop is not None and record.ended_by_host
 
 
