@@ -16,7 +16,16 @@ from ..base.types import ToolCall
 from ..engine import PreparedCall
 from ..engine.detectors import Detection
 from ..engine.history import SessionState, normalize_run_id
-from .core import VETO, as_vetoes, in_flight, internal_error, loop_event, should_warn, veto
+from .core import (
+    VETO,
+    as_vetoes,
+    in_flight,
+    internal_error,
+    loop_event,
+    should_warn,
+    stop_run,
+    veto,
+)
 from .events import LoopEvent
 from .transactions import Answered, CallContext, Step, Transaction
 from .verdicts import (
@@ -107,6 +116,8 @@ def admit(
     assert detection is not None
     call = prepared[trigger].prospect
     terminal = not state.mark_recovery(ctx.run_id)
+    if terminal and core.deny_after_stop:
+        stop_run(state, ctx.run_id)
     for c, p in zip(calls, prepared, strict=True):
         if p.prospect.args_hash == call.args_hash:
             veto(core, state, p, c.call_id)

@@ -75,6 +75,11 @@ class GuardCore:
     #: in-flight counting off. Sequential hosts (each outcome reported before the next call)
     #: never have a call in flight.
     in_flight_seconds: float = 60.0
+    #: Deny every later call of a run once a terminal verdict stopped it, with
+    #: :data:`~loopwarden.guard.STOP_MESSAGE`. For doors whose host cannot end a run from a
+    #: tool hook (Codex CLI): the run goes on, so the guard keeps it stopped. Off by default:
+    #: hosts that end the run never send another call of it.
+    deny_after_stop: bool = False
 
     def __init__(
         self,
@@ -115,6 +120,21 @@ class GuardCore:
     def fail_closed(self, value: bool) -> None:
         """Set the failure policy: True blocks calls while the store cannot be reached."""
         self.store_health.policy = failure_policy(value)
+
+
+# A stopped run is kept in the same bounded map as the recovery turn (``recovery_used``), under
+# a key no run id normalises to, so the stores' format does not change.
+_STOPPED_PREFIX = "\x00stopped:"
+
+
+def stop_run(state: SessionState, run: str | None) -> None:
+    """Remember that a terminal verdict stopped ``run`` (see :attr:`GuardCore.deny_after_stop`)."""
+    state.recovery_used[_STOPPED_PREFIX + (run or "")] = True
+
+
+def run_stopped(state: SessionState, run: str | None) -> bool:
+    """Whether a terminal verdict stopped ``run`` earlier."""
+    return bool(state.recovery_used.get(_STOPPED_PREFIX + (run or "")))
 
 
 def internal_error(core: GuardCore, tool: object, exc: Exception) -> Verdict:
