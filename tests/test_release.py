@@ -184,7 +184,8 @@ def test_the_sdist_holds_the_sources_tests_and_docs_and_nothing_else(dist: Path)
         names = [name.split("/", 1)[1] for name in tar.getnames() if "/" in name]
     for needed in ("pyproject.toml", "README.md", "CHANGELOG.md", "LICENSE",
                    "src/loopwarden/__init__.py", "src/loopwarden/py.typed", "tests/conftest.py",
-                   "examples/transcripts/ping-pong.jsonl", "bench/bench_claude_hook.py"):
+                   "examples/transcripts/ping-pong.jsonl", "bench/bench_claude_hook.py",
+                   "docs/index.md", "mkdocs.yml"):
         assert needed in names, needed
     bad = [n for n in names if re.search(r"(^|/)(\.venv|\.ci|\.git|__pycache__|\.\w+_cache)/|"
                                          r"\.pyc$", n)]

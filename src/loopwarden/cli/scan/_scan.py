@@ -38,7 +38,7 @@ def scan(
         str, typer.Option("--format", callback=_one_of(["auto", *FORMATS]),
                           help=f"Transcript format: auto (recognised per file) | {' | '.join(FORMATS)}.")
     ] = "auto",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (DESIGN §5 shape).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (its fields: docs/scan.md).")] = False,
     html: Annotated[
         Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")
     ] = None,
