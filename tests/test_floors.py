@@ -1,0 +1,103 @@
+"""The package is folders that are floors: few entries at its root, the old module paths still
+importing as the same modules at their new homes, every public name of the design importable,
+and no import cycle, not even one made only for type annotations."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "loopwarden"
+
+# Every public name and module path DESIGN.md names (``loopwarden.X`` or ``module.name``).
+DESIGN_PATHS = [
+    "loopwarden.ConfigError", "loopwarden.LoopDetectionConfig", "loopwarden.load_config",
+    "loopwarden.LoopDetector", "loopwarden.SessionState", "loopwarden.CallRecord",
+    "loopwarden.ToolCall", "loopwarden.MISSING", "loopwarden.Detection",
+    "loopwarden.args_hash", "loopwarden.ToolProfile", "loopwarden.profiles",
+    "loopwarden.PostCompactionGuard", "loopwarden.CompactionLoopPersistedError",
+    "loopwarden.LoopGuard", "loopwarden.LoopEvent", "loopwarden.LoopBlockedError",
+    "loopwarden.LoopwardenError", "loopwarden.replay", "loopwarden.transcripts",
+    "loopwarden.integrations.langchain.LoopGuardMiddleware",
+    "loopwarden.integrations.openai_agents", "loopwarden.integrations.claude_agent_sdk.hooks",
+]
+
+# The module paths from before the floors and their homes now.
+OLD_PATHS = {
+    "loopwarden.errors": "loopwarden.base.errors",
+    "loopwarden.types": "loopwarden.base.types",
+    "loopwarden.profiles": "loopwarden.fingerprint.profiles",
+    "loopwarden.profiles.shell": "loopwarden.fingerprint.profiles.shell",
+    "loopwarden.volatile": "loopwarden.fingerprint.volatile",
+    "loopwarden.detectors": "loopwarden.engine.detectors",
+    "loopwarden.history": "loopwarden.engine.history",
+    "loopwarden.compaction": "loopwarden.engine.compaction",
+    "loopwarden.events": "loopwarden.guard.events",
+    "loopwarden.learning": "loopwarden.guard.learning",
+    "loopwarden.stores": "loopwarden.guard.stores",
+    "loopwarden.stores.sqlite": "loopwarden.guard.stores.sqlite",
+    "loopwarden.findings": "loopwarden.offline.findings",
+    "loopwarden.scan": "loopwarden.offline.scan",
+    "loopwarden.transcripts": "loopwarden.offline.transcripts",
+    "loopwarden.transcripts.openclaw": "loopwarden.offline.transcripts.openclaw",
+    "loopwarden.evaluation": "loopwarden.offline.evaluation",
+    "loopwarden.calibration": "loopwarden.offline.calibration",
+    "loopwarden.report": "loopwarden.offline.report",
+    "loopwarden.report.table": "loopwarden.offline.report.table",
+}
+
+
+def resolve(path: str) -> object:
+    """The module ``path`` names, or the attribute its last part names on the module before."""
+    try:
+        return importlib.import_module(path)
+    except ModuleNotFoundError as exc:
+        if exc.name != path:
+            raise
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("path", DESIGN_PATHS)
+def test_every_public_path_of_the_design_imports(path: str) -> None:
+    if ".integrations." in path:
+        pytest.importorskip(
+            {"langchain": "langchain", "openai_agents": "agents",
+             "claude_agent_sdk": "claude_agent_sdk"}[path.split(".")[2]])
+    assert resolve(path) is not None
+
+
+@pytest.mark.parametrize(("old", "new"), OLD_PATHS.items())
+def test_an_old_module_path_is_the_module_at_its_new_home(old: str, new: str) -> None:
+    module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+    assert module.__name__ == new and module.__spec__ is not None
+    assert module.__spec__.name == new  # relative imports inside it still resolve
+
+
+def test_an_old_path_to_nothing_is_still_module_not_found() -> None:
+    with pytest.raises(ModuleNotFoundError) as caught:
+        importlib.import_module("loopwarden.transcripts.no_such_reader")
+    assert caught.value.name == "loopwarden.transcripts.no_such_reader"
+
+
+def test_the_old_paths_cost_nothing_until_used() -> None:
+    code = ("import sys, loopwarden; "
+            "print(sorted(m for m in sys.modules if m.startswith('loopwarden')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == "['loopwarden']"
+
+
+def test_the_root_holds_at_most_ten_modules_and_packages() -> None:
+    # __init__.py, __main__.py and one package per floor (py.typed is a marker file, not code).
+    entries = sorted(p.name for p in SRC.iterdir()
+                     if p.name != "__pycache__" and (p.suffix == ".py" or p.is_dir()))
+    assert len(entries) <= 10, entries
+    floors = {"base", "config", "fingerprint", "engine", "guard", "offline", "integrations",
+              "cli"}
+    assert set(entries) == {"__init__.py", "__main__.py", *floors}
