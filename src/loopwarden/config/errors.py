@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from ..base.errors import LoopwardenError
 
-__all__ = ["ConfigError", "Issue"]
+__all__ = ["ConfigError", "Issue", "key_segment"]
 
 # (key path, reason, bad value) of one validation problem.
 Issue = tuple[str, str, object]
@@ -151,10 +151,10 @@ def _join_path_text(path: str, text: str) -> str:
     return f"{path}: {text}" if path else text
 
 
-def _key_segment(key: str) -> str:
+def key_segment(key: str) -> str:
     """``.key``, or ``["key"]`` when the key would not read as one path segment."""
     return f".{key}" if re.fullmatch(r"[A-Za-z_][\w-]*", key) else f"[{json.dumps(key)}]"
 
 
 def _child_path(path: str, key: str) -> str:
-    return _join_path(path, _key_segment(key).removeprefix("."))
+    return _join_path(path, key_segment(key).removeprefix("."))
