@@ -38,9 +38,6 @@ if TYPE_CHECKING:
     import socket
     from collections.abc import Callable, Sequence
 
-__all__ = ["ENV", "IDLE_ENV", "IDLE_SECONDS", "answer_resident", "serve", "socket_path",
-           "start_server"]
-
 ENV = "LOOPWARDEN_HOOK_SERVER"
 IDLE_ENV = "LOOPWARDEN_HOOK_SERVER_IDLE"
 IDLE_SECONDS = 600.0

@@ -25,8 +25,6 @@ from ..config import (
     load_config_with_origins,
 )
 
-__all__ = ["config_app"]
-
 config_app = typer.Typer(
     help="Inspect loop detection configuration.",
     no_args_is_help=True,

@@ -2,7 +2,6 @@
 
 What lives where:
 
-- ``errors``: ``ConfigError`` and the key-path text of its messages;
 - ``presets``: ``Preset`` (threshold defaults and feature switches), ``PRESETS``, the order rule;
 - ``validation``: the models' base class (field checks; pydantic errors become ``ConfigError``);
 - ``model``: the pydantic models, ``LoopDetectionConfig`` and its parts;
@@ -21,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .errors import ConfigError, key_segment
+    from ..base.errors import ConfigError, key_segment
     from .model import (
         DetectorsConfig,
         LoopDetectionConfig,
@@ -55,7 +54,7 @@ __all__ = [
 
 # Each name by the module that defines it.
 _HOMES: dict[str, str] = {
-    "ConfigError": "errors", "key_segment": "errors",
+    "ConfigError": "..base.errors", "key_segment": "..base.errors",
     "DetectorsConfig": "model", "LoopDetectionConfig": "model", "PerToolConfig": "model",
     "PostCompactionGuardConfig": "model",
     "MAX_CONFIG_BYTES": "openclaw_file", "LoadedConfig": "openclaw_file",
@@ -73,7 +72,7 @@ if not TYPE_CHECKING:  # mypy checks imports from here against the names above
         home = _HOMES.get(name)
         if home is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(import_module(f"{__name__}.{home}"), name)
+        value = getattr(import_module(home if home.startswith(".") else f".{home}", __name__), name)
         globals()[name] = value  # the next look-up does not come here again
         return value
 

@@ -22,19 +22,9 @@ from typing import Any, Final, Literal
 
 import json5
 
-from .errors import _UNSET, ConfigError, _child_path, _describe, key_segment
+from ..base.errors import _UNSET, ConfigError, _child_path, _describe, key_segment
 from .model import _PER_TOOL, LoopDetectionConfig, _LoopDetectionBlock, _merge_per_tool
 from .validation import _MergedScopes
-
-__all__ = [
-    "MAX_CONFIG_BYTES",
-    "LoadedConfig",
-    "Scope",
-    "config_from_mapping",
-    "load_config",
-    "load_config_with_origins",
-]
-
 
 # Larger than any real OpenClaw config by orders of magnitude; a file beyond it is a mistake
 # (a log, a dump) and reading it whole would only exhaust memory.

@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import Self
 
-from .errors import ConfigError, Issue, _join_path, key_segment
+from ..base.errors import ConfigError, Issue, _join_path, key_segment
 
 __all__: list[str] = []
 

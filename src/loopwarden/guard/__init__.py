@@ -21,6 +21,7 @@ are re-exported for them.
 
 from __future__ import annotations
 
+from ..base.errors import LoopBlockedError
 from ..base.types import MISSING, ToolCall
 from ..engine.compaction import CompactionLoopPersistedError
 from ..engine.detectors import Detection
@@ -40,7 +41,6 @@ from .verdicts import (
     ExitBehavior,
     GuardStats,
     Intervention,
-    LoopBlockedError,
     Verdict,
     append_note,
     check_exit_behavior,

@@ -18,16 +18,15 @@ from ..engine.compaction import CompactionLoopPersistedError
 from ..engine.detectors import Prospect
 from ..engine.history import CallRecord, SessionState, normalize_run_id
 from ..fingerprint import Outcome
+from ..fingerprint.leaves import Leaves
 from .core import as_vetoes, in_flight, internal_error, loop_event, should_warn, veto
 from .events import LoopEvent
-from .learning import Leaves, learn, learned_hash
+from .learning import learn, learned_hash
 from .transactions import Answered, Step, Transaction
 from .verdicts import Verdict
 
 if TYPE_CHECKING:
     from .core import GuardCore
-
-__all__ = ["AfterCall", "BeforeCall", "GuardCall", "ObserveCall", "one_call"]
 
 
 class GuardCall(PreparedCall):

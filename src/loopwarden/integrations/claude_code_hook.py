@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
-from ..base.errors import LoopwardenError
+from ..base.errors import HookPayloadError
 from ..guard import (
     STOP_MESSAGE,
     TERMINAL_TEXT,
@@ -41,18 +41,7 @@ from ..guard import (
     Verdict,
 )
 
-__all__ = [
-    "EXIT_BEHAVIORS",
-    "HANDLED_EVENTS",
-    "ClaudeCodeHook",
-    "ExitBehavior",
-    "HookPayloadError",
-    "check_exit_behavior",
-    "compaction_stop_output",
-    "context_output",
-    "pre_tool_use_output",
-    "run_id_of",
-]
+__all__ = ["HANDLED_EVENTS", "ClaudeCodeHook", "HookPayloadError", "check_exit_behavior"]
 
 HANDLED_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact")
 """The hook events loopwarden acts on; every other event gets an empty answer."""
@@ -62,10 +51,6 @@ Output = dict[str, Any]
 ExitBehavior = Literal["end", "error", "continue"]
 """What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``)."""
 EXIT_BEHAVIORS: tuple[str, ...] = get_args(ExitBehavior)
-
-
-class HookPayloadError(LoopwardenError, ValueError):
-    """The hook payload is not a Claude Code hook input loopwarden can read."""
 
 
 @dataclass(frozen=True, slots=True)

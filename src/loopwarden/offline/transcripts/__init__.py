@@ -20,13 +20,12 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from loopwarden.base.errors import CallbackError
 from loopwarden.base.types import ToolCall
 from loopwarden.offline.transcripts._common import (
-    CallbackError,
     ProblemCallback,
     ReadProblem,
     Reporter,
-    content_text,
     not_regular_reason,
     open_regular,
 )
@@ -34,6 +33,7 @@ from loopwarden.offline.transcripts._detect import detect_format
 from loopwarden.offline.transcripts._formats import BY_NAME, FORMATS
 
 from ...base.log import get_logger
+from ...base.text import content_text
 
 __all__ = [
     "FORMATS",
