@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         load_config,
         load_config_with_origins,
     )
-    from .presets import PRESETS, Preset
+    from .presets import PRESETS
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -45,7 +45,6 @@ __all__ = [
     "LoopDetectionConfig",
     "PerToolConfig",
     "PostCompactionGuardConfig",
-    "Preset",
     "config_from_mapping",
     "key_segment",
     "load_config",
@@ -60,7 +59,7 @@ _HOMES: dict[str, str] = {
     "MAX_CONFIG_BYTES": "openclaw_file", "LoadedConfig": "openclaw_file",
     "config_from_mapping": "openclaw_file", "load_config": "openclaw_file",
     "load_config_with_origins": "openclaw_file",
-    "PRESETS": "presets", "Preset": "presets",
+    "PRESETS": "presets",
 }
 
 

@@ -33,16 +33,8 @@ from loopwarden.offline.transcripts._detect import detect_format
 from loopwarden.offline.transcripts._formats import BY_NAME, FORMATS
 
 from ...base.log import get_logger
-from ...base.text import content_text
 
-__all__ = [
-    "FORMATS",
-    "ReadProblem",
-    "content_text",
-    "detect_format",
-    "iter_transcript_files",
-    "read_transcript",
-]
+__all__ = ["FORMATS", "ReadProblem", "detect_format", "iter_transcript_files", "read_transcript"]
 
 logger = get_logger("loopwarden.transcripts")
 
