@@ -15,8 +15,6 @@ from rich.text import Text
 from ..config import LoopDetectionConfig, load_config
 from ..offline.report._text import printable
 
-__all__ = ["check_paths_exist", "fail", "note", "resolve_config", "stderr"]
-
 
 def resolve_config(config_path: Path | None = None, agent: str | None = None,
                    preset: str | None = None) -> LoopDetectionConfig:

@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # (typing not imported: see loopwarden/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["BROKEN_PIPE_EXIT_CODE", "crash_message", "quiet_on_broken_pipe", "silence_stdout"]
+__all__ = ["quiet_on_broken_pipe"]
 
 BROKEN_PIPE_EXIT_CODE = 141
 

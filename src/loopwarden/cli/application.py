@@ -81,7 +81,7 @@ def _crashed(command: str, exc: BaseException, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _guarded(callback: Callable[..., Any], command: str) -> Callable[..., Any]:
+def crash_guarded(callback: Callable[..., Any], command: str) -> Callable[..., Any]:
     """``callback`` with unexpected exceptions turned into one error line and an exit code."""
     if getattr(callback, "__loopwarden_guarded__", False):
         return callback
@@ -107,7 +107,7 @@ def _guard_commands(typer_app: typer.Typer, prefix: str = "") -> None:
     for info in typer_app.registered_commands:
         if info.callback is not None:
             name = info.name or info.callback.__name__.replace("_", "-")
-            info.callback = _guarded(info.callback, f"{prefix}{name}")
+            info.callback = crash_guarded(info.callback, f"{prefix}{name}")
     for group in typer_app.registered_groups:
         if group.typer_instance is not None:
             _guard_commands(group.typer_instance, f"{prefix}{group.name} ")

@@ -16,8 +16,6 @@ from ..offline.report._text import printable
 from ..offline.transcripts import ReadProblem, iter_transcript_files, read_transcript
 from ._common import check_paths_exist, resolve_config
 
-__all__ = ["register"]
-
 
 def register(app: typer.Typer) -> None:
     """Add the ``calibrate`` command to the ``loopwarden`` app."""

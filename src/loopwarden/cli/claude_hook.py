@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from ..guard import LoopGuard
     from ..integrations.claude_code_hook import ExitBehavior
 
-__all__ = ["default_db_path", "register", "run", "serve"]
-
 # Claude Code reads exit code 2 as "block"; every loopwarden failure must stay non-blocking,
 # usage errors included (argparse's own code for them is 2).
 _EXIT_NON_BLOCKING_ERROR = 1

@@ -21,11 +21,9 @@ from ..config import (
     ConfigError,
     LoadedConfig,
     LoopDetectionConfig,
-    _key_segment,  # key paths spelled as config errors spell them
+    key_segment,  # key paths spelled as config errors spell them
     load_config_with_origins,
 )
-
-__all__ = ["config_app"]
 
 config_app = typer.Typer(
     help="Inspect loop detection configuration.",
@@ -168,7 +166,7 @@ def _ignored_by_exemption(loaded: LoadedConfig) -> list[str]:
     """Thresholds merged into an exempt entry from the other scope have no effect: say so."""
     notes = []
     for pattern, entry in loaded.config.per_tool.items():
-        prefix = "perTool" + _key_segment(pattern)
+        prefix = "perTool" + key_segment(pattern)
         ignored = [key for key in _TOOL_KEYS if f"{prefix}.{key}" in loaded.origins]
         if entry.exempt and ignored:
             notes.append(f"{prefix} is exempt, so its {', '.join(ignored)} has no effect "
@@ -182,7 +180,7 @@ def _tool_rows(loaded: LoadedConfig, repaired: set[str]) -> Iterator[_Row]:
     top = (config.warning_threshold, config.critical_threshold,
            config.global_circuit_breaker_threshold)
     for pattern, entry in config.per_tool.items():
-        prefix = "perTool" + _key_segment(pattern)
+        prefix = "perTool" + key_segment(pattern)
         yield f"{prefix}.exempt", entry.exempt, origins.get(f"{prefix}.exempt", "default")
         thresholds = config.tool_thresholds(pattern)
         if thresholds is None:

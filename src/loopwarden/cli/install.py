@@ -34,8 +34,6 @@ from ..integrations.claude_code_settings import (
     uninstall,
 )
 
-__all__ = ["hook_executable", "register"]
-
 install_app = typer.Typer(
     name="install", no_args_is_help=True, add_completion=False,
     help="Register loopwarden with an agent runtime.",

@@ -26,8 +26,6 @@ from ..guard.stores.base import StoreError
 from ..guard.stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
 from ..offline.report.table import fit_widths, middle_ellipsis, one_line, wrap_names
 
-__all__ = ["default_db_path", "register", "runs"]
-
 
 def register(app: typer.Typer) -> None:
     """Add the ``runs`` command to the ``loopwarden`` app."""

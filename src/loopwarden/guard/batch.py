@@ -41,8 +41,6 @@ from .verdicts import (
 if TYPE_CHECKING:
     from .core import GuardCore
 
-__all__ = ["AdmitBatch"]
-
 
 class AdmitBatch(Transaction[BatchAdmission]):
     """``admit_batch``: the turn's calls with their ids normalised and their fingerprints,

@@ -18,6 +18,7 @@ from ..engine.compaction import CompactionLoopPersistedError
 from ..engine.detectors import Prospect
 from ..engine.history import CallRecord, SessionState, normalize_run_id
 from ..fingerprint import Outcome
+from ..fingerprint.leaves import Leaves
 from .core import (
     as_vetoes,
     in_flight,
@@ -29,14 +30,12 @@ from .core import (
     veto,
 )
 from .events import LoopEvent
-from .learning import Leaves, learn, learned_hash
+from .learning import learn, learned_hash
 from .transactions import Answered, Step, Transaction
 from .verdicts import STOP_MESSAGE, Verdict
 
 if TYPE_CHECKING:
     from .core import GuardCore
-
-__all__ = ["AfterCall", "BeforeCall", "GuardCall", "ObserveCall", "one_call"]
 
 
 class GuardCall(PreparedCall):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..base.log import get_logger
 from ..base.text import log_text, text_id
@@ -37,10 +37,6 @@ from .verdicts import GuardStats, Verdict
 if TYPE_CHECKING:
     from ..config import LoopDetectionConfig  # only the engine loads it, and only when needed
     from ..engine import PreparedCall
-    from .transactions import Named
-
-__all__ = ["DISABLE_ENV", "GuardCore", "as_vetoes", "in_flight", "internal_error",
-           "loop_event", "should_warn", "veto"]
 
 log = get_logger("loopwarden")
 
@@ -204,6 +200,15 @@ def should_warn(
     return state.remember_warning(
         warning_key(detection.detector, detection.warning_key, tool, run),
         warning_bucket(detection.count, (limits or detector.limits).warning))
+
+
+class Named(Protocol):
+    """What names a call in its events: a :class:`CallContext`, or a one-call hook's call."""
+
+    session: str
+    run_id: str | None
+    call_id: str | None
+    agent: str | None
 
 
 def loop_event(ctx: Named, tool: str, detection: Detection, action: str,

@@ -13,22 +13,14 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
+from ..base.errors import LoopBlockedError
 from ..base.log import get_logger
 from ..base.text import optional_id, text_id
 from .core import internal_error
-from .verdicts import (
-    ExitBehavior,
-    LoopBlockedError,
-    Verdict,
-    append_note,
-    check_exit_behavior,
-    terminated_error,
-)
+from .verdicts import ExitBehavior, Verdict, append_note, check_exit_behavior, terminated_error
 
 if TYPE_CHECKING:
     from .loopguard import LoopGuard
-
-__all__ = ["IdSource", "tool", "wrap"]
 
 log = get_logger("loopwarden")
 

@@ -12,7 +12,7 @@ from ..base.text import log_repr, log_text
 from ..engine.detectors import unknown_tool_message
 from ..engine.history import now_ms
 
-__all__ = ["EventSink", "LoggingSink", "LoopEvent", "deliver", "log_text"]
+__all__ = ["LoggingSink", "LoopEvent"]
 
 log = get_logger("loopwarden")
 

@@ -29,23 +29,14 @@ from collections.abc import Sequence
 from pathlib import PureWindowsPath
 from typing import Any
 
-__all__ = [
-    "HOOK_EVENTS",
-    "SettingsError",
-    "hook_command",
-    "install",
-    "is_loopwarden_command",
-    "uninstall",
-]
+from ..base.errors import SettingsError
+
+__all__ = ["SettingsError", "hook_command", "install", "uninstall"]
 
 HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _SUBCOMMAND = "claude-hook"
 _MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden.cli._entry"})
-
-
-class SettingsError(ValueError):
-    """The settings hold something loopwarden will not edit (``hooks`` that is no object...)."""
 
 
 def hook_command(executable: Sequence[str], *, config: str | None = None,

@@ -34,20 +34,7 @@ from .findings import Finding, replay
 from .transcripts import ReadProblem, detect_format, read_transcript
 from .transcripts._common import not_regular_reason
 
-__all__ = [
-    "MAX_GAP",
-    "CallTrace",
-    "FileScan",
-    "LoopGroup",
-    "LoopSpan",
-    "covered_ranges",
-    "loop_groups",
-    "loop_spans",
-    "output_chars",
-    "output_text",
-    "scan_file",
-    "scanning",
-]
+__all__ = ["FileScan", "scanning"]
 
 #: Other calls tolerated in a row between two calls of one loop pattern.
 MAX_GAP = 3

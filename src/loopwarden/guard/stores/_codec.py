@@ -27,9 +27,6 @@ from ...engine.history import SessionState
 from ...fingerprint import canonical_json, orjson_safe
 from ..events import LoopEvent
 
-__all__ = ["EVENT_FIELDS", "StateDecoder", "decode_state", "dumps", "encode_state",
-           "event_from_values", "field_text", "loads", "storable_id", "text_value"]
-
 log = get_logger("loopwarden.stores")
 
 Kind = Literal["str", "int", "tuple", "json"]

@@ -32,7 +32,26 @@ from ._html_style import _CSS
 from .loops import LoopReport
 
 if TYPE_CHECKING:
-    from .html import HtmlReport
+    from typing import Protocol
+
+    from .tokens import TokenEstimate
+
+    class _Report(Protocol):
+        """What the page reads of an :class:`~loopwarden.offline.report.html.HtmlReport`
+        (named by what it reads, so the page imports nothing of the report that builds it)."""
+
+        @property
+        def title(self) -> str: ...
+        @property
+        def settings(self) -> Mapping[str, object]: ...
+        @property
+        def tokens(self) -> TokenEstimate: ...
+        @property
+        def price_per_mtok(self) -> float | None: ...
+        @property
+        def _flagged(self) -> list[_Flagged]: ...
+        @property
+        def _clean(self) -> list[FileScan]: ...
 
 # What each detector means, in plain words (only those in the report are listed).
 _DETECTORS = {
@@ -69,7 +88,7 @@ class _Flagged:
 class _Page:
     """One rendering of a report: ranks files and loops, numbers their anchors."""
 
-    def __init__(self, report: HtmlReport, svgs: Mapping[int, str]) -> None:
+    def __init__(self, report: _Report, svgs: Mapping[int, str]) -> None:
         self.report = report
         self.svgs = svgs
         self.flagged = sorted(report._flagged, key=lambda f: f.waste, reverse=True)

@@ -19,16 +19,6 @@ from ..scan import CallTrace, FileScan, LoopSpan, loop_groups
 from ._text import printable
 from .tokens import TokenEstimate
 
-__all__ = [
-    "ARGS_LIMIT",
-    "MAX_SHOWN_CALLS",
-    "RESULT_LIMIT",
-    "LoopCall",
-    "LoopReport",
-    "excerpt",
-    "loop_reports",
-]
-
 #: Characters of a looping call's arguments shown (masked first, then cut).
 ARGS_LIMIT = 400
 #: Characters of a looping call's result shown.

@@ -29,17 +29,6 @@ from ..findings import Finding
 from ..scan import CallTrace, FileScan, loop_groups
 from ._text import printable
 
-__all__ = [
-    "MAX_POINTS",
-    "MAX_TOOL_ROWS",
-    "WINDOW_CONTEXT",
-    "TimelineView",
-    "timeline_figure",
-    "timeline_png",
-    "timeline_svg",
-    "timeline_view",
-]
-
 #: Tools beyond this many (least used first) share one "other tools" row.
 MAX_TOOL_ROWS = 12
 #: Call positions drawn across the width at most; a wider window is binned.
