@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from loopwarden.cli import _resident
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.guard.stores.sqlite import SQLiteStore
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Unix sockets, /proc")]
