@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_reliability_mcp_proxy import (
+from test_mcp_proxy_hostile_traffic import (
     ECHO_SERVER,
     Proxy,
     _alive,
     _call,
     _config,
+    _env,
     _pids,
     _stubborn,
     _texts,
@@ -36,7 +37,7 @@ from test_reliability_mcp_proxy import (
 from loopwarden import LoopDetectionConfig, LoopGuard
 from loopwarden.integrations.mcp_proxy import McpLoopGuard
 
-__all__ = ["proxies"]  # the fixture, re-used from the reliability tests
+__all__ = ["proxies"]  # the fixture, re-used from the hostile-traffic tests
 
 # A lenient JSON-RPC server: it reads what a strict parser would not (a BOM, invalid UTF-8,
 # nesting of any depth) and runs every tools/call; "ran" reports how many calls it ran. The
@@ -197,8 +198,6 @@ def test_a_server_that_retypes_ids_is_reported(proxies: list[Proxy]) -> None:
 
 
 def test_the_bound_options_are_checked() -> None:
-    from test_reliability_mcp_proxy import _env
-
     for option, value in (("--max-pending-calls", "0"), ("--max-pending-bytes", "lots")):
         import subprocess
 
@@ -244,8 +243,6 @@ async def test_25_identical_unreadable_calls_against_the_sdk_server(tmp_path: Pa
     # The MCP SDK's own server, driven over raw lines after a proper initialize.
     pytest.importorskip("mcp")
     import asyncio
-
-    from test_reliability_mcp_proxy import _env
 
     argv = [sys.executable, "-m", "loopwarden.cli", "mcp-proxy", "--config", _config(tmp_path),
             "--", sys.executable, str(ECHO_SERVER)]
