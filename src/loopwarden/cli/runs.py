@@ -25,6 +25,7 @@ from ..events import LoopEvent
 from ..report.table import fit_widths, middle_ellipsis, one_line, wrap_names
 from ..stores.base import StoreError
 from ..stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
+from ._exits import write_out
 
 __all__ = ["default_db_path", "register", "runs"]
 
@@ -65,7 +66,7 @@ def runs(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if as_json:
-        typer.echo(json.dumps(_as_json(path, summaries, events), indent=2))
+        write_out(json.dumps(_as_json(path, summaries, events), indent=2))
     else:
         _print_tables(path, summaries, events)
 

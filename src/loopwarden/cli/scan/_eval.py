@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +17,7 @@ from ...evaluation import (
     GROUPINGS,
     EvalReport,
     GroupMetrics,
+    Label,
     LabelError,
     evaluate,
     fraction,
@@ -25,9 +27,11 @@ from ...evaluation import (
     leave_one_out,
     load_labels,
     markdown_table,
+    parse_labels,
 )
 from ...report._text import json_text, printable
-from .._common import fail, note
+from .._common import STDIN, fail, note, read_stdin
+from .._exits import write_out
 from ._options import (
     _AgentOption,
     _config_or_exit,
@@ -40,11 +44,13 @@ from ._options import (
 
 
 def eval_(
-    labels: Annotated[Path, typer.Argument(help="Labels JSON (the corpus' labels-dev.json format).")],
+    labels: Annotated[Path, typer.Argument(
+        help="Labels JSON (the corpus' labels-dev.json format); - reads it from stdin.")],
     root: Annotated[
         Path | None,
         typer.Option("--root", help="Folder the labels' file paths are relative to "
-                                    "(default: the labels file's folder)."),
+                                    "(default: the labels file's folder; with -, the "
+                                    "current folder)."),
     ] = None,
     config_path: _ConfigOption = None,
     agent: _AgentOption = None,
@@ -63,7 +69,7 @@ def eval_(
     """Replay labelled transcripts and report recall and false alarms."""
     config = _config_or_exit(config_path, agent, preset)
     try:
-        entries = load_labels(labels)
+        entries = _stdin_labels() if str(labels) == STDIN else load_labels(labels)
     except LabelError as exc:
         fail(str(exc))
     base = root if root is not None else labels.parent
@@ -76,7 +82,7 @@ def eval_(
                 **report.to_json()}
         if by is not None:
             data.update(_grouped_json(report, by))
-        typer.echo(json_text(data, indent=2))
+        write_out(json_text(data, indent=2))
     elif markdown:
         typer.echo(markdown_table(report.summary))
         if by is not None:
@@ -87,6 +93,14 @@ def eval_(
         _print_eval(report, config)
         if by is not None:
             _print_grouped(report, by)
+
+
+def _stdin_labels() -> list[Label]:
+    try:
+        data = json.loads(read_stdin())
+    except json.JSONDecodeError as exc:
+        raise LabelError(f"<stdin>: invalid JSON ({exc})") from None
+    return parse_labels(data, source="<stdin>")
 
 
 def _grouped_json(report: EvalReport, by: str) -> dict[str, Any]:
