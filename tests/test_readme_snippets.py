@@ -327,11 +327,8 @@ def _corpus() -> Path | None:
 @pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:
     """``$LOOPWARDEN_REDIS_URL``, else a local server, else one started here (as the store tests)."""
-    sys.path.insert(0, str(REPO / "tests" / "stores"))
-    try:
-        from redis_server import DEFAULT_URL, REDIS_SERVER, RedisServer, redis_reachable
-    finally:
-        sys.path.pop(0)
+    from redis_server import DEFAULT_URL, REDIS_SERVER, RedisServer, redis_reachable
+
     env = os.environ.get("LOOPWARDEN_REDIS_URL")
     if env:
         if not redis_reachable(env):

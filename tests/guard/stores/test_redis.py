@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import orjson
 import pytest
 import redis
-from redis_server import free_port
-from store_scenarios import ENABLED, drive, history_view, mixed_script
 
 from loopwarden import LoopEvent, LoopGuard, MemoryStore, SessionState, StoreError
 from loopwarden.stores.redis import RedisStore
+from redis_server import free_port
+from store_scenarios import ENABLED, drive, history_view, mixed_script
 
 pytestmark = pytest.mark.redis
 

@@ -20,16 +20,6 @@ from typing import Any
 
 import pytest
 import redis
-from redis_server import RedisServer
-from store_scenarios import (
-    ENABLED,
-    SURROGATE,
-    SURROGATE_RUN,
-    SURROGATE_SESSION,
-    drive,
-    history_view,
-    surrogate_script,
-)
 from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig, LoopEvent, LoopGuard, MemoryStore
@@ -47,6 +37,16 @@ from loopwarden.stores._codec import encode_state
 from loopwarden.stores.base import CircuitBreaker, StoreError
 from loopwarden.stores.redis import RedisStore
 from loopwarden.stores.sqlite import SQLiteStore
+from redis_server import RedisServer
+from store_scenarios import (
+    ENABLED,
+    SURROGATE,
+    SURROGATE_RUN,
+    SURROGATE_SESSION,
+    drive,
+    history_view,
+    surrogate_script,
+)
 
 EARLY = LoopDetectionConfig(enabled=True, preset="early")
 CORRUPT = "cannot be read"

@@ -28,8 +28,8 @@ from loopwarden.scan import scan_file
 from loopwarden.stores.sqlite import SQLiteStore
 from loopwarden.transcripts import detect_format
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO / "tests" / "transcripts" / "fixtures"
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "offline" / "transcripts" / "fixtures"
 EXAMPLES = REPO / "examples" / "transcripts"
 TIMEOUT = 60  # generous: these commands take well under a second; only a hang reaches it
 ENABLED = LoopDetectionConfig(enabled=True)

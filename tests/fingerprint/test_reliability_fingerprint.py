@@ -24,7 +24,7 @@ import pytest
 from loopwarden import args_hash, canonical_json
 from loopwarden.fingerprint import canonical_json_slow, digest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 _PRELUDE = """
 import resource, sys

@@ -1,4 +1,4 @@
-"""Transcript readers on small fixtures written for these tests (tests/transcripts/fixtures)."""
+"""Transcript readers on small fixtures written for these tests (tests/offline/transcripts/fixtures)."""
 
 from __future__ import annotations
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from loopwarden import MemoryStore, SessionState
 from store_scenarios import (
     RACE_SESSION,
     RACE_WORKERS,
@@ -25,8 +27,6 @@ from store_scenarios import (
     sequential_race_reference,
     sorted_history,
 )
-
-from loopwarden import MemoryStore, SessionState
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ from loopwarden.report.tokens import (
 from loopwarden.scan import scan_file
 from loopwarden.transcripts import iter_transcript_files
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "transcripts"
 ENABLED = LoopDetectionConfig(enabled=True)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

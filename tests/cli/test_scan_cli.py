@@ -19,7 +19,7 @@ from loopwarden.findings import Finding
 from loopwarden.scan import CallTrace, loop_spans, output_chars, scan_file
 from loopwarden.types import MISSING, ToolCall
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "transcripts"
 FINDING_KEYS = {"index", "call_id", "tool", "level", "action", "detector", "count", "message"}
 FILE_KEYS = {"path", "format", "calls", "findings"}

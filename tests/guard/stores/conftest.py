@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+
 from redis_server import DEFAULT_URL, REDIS_SERVER, RedisServer, redis_reachable
 
 

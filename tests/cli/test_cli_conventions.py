@@ -34,9 +34,9 @@ from loopwarden.report.table import (
 from loopwarden.scan import scan_file, scanning
 from loopwarden.stores.sqlite import SQLiteStore
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "transcripts"
-FIXTURES = REPO / "tests" / "transcripts" / "fixtures"
+FIXTURES = REPO / "tests" / "offline" / "transcripts" / "fixtures"
 ENABLED = LoopDetectionConfig(enabled=True)
 TIMEOUT = 120  # generous: only a hang gets near it
 

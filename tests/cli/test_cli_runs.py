@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import typer
-from store_scenarios import ENABLED
 from typer.testing import CliRunner
 
 from loopwarden import LoopGuard
 from loopwarden.cli.runs import default_db_path, register
 from loopwarden.stores.sqlite import SQLiteStore
+from store_scenarios import ENABLED
 
 runner = CliRunner()
 

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from redis_server import RedisServer
-from store_scenarios import ENABLED
 
 from loopwarden import LoopGuard, Verdict
 from loopwarden.guard import STORE_DOWN_MESSAGE
 from loopwarden.stores.redis import RedisStore
 from loopwarden.stores.sqlite import SQLiteStore
+from redis_server import RedisServer
+from store_scenarios import ENABLED
 
 FAILED = "state store failed"
 RECOVERED = "state store recovered"

@@ -8,10 +8,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from store_scenarios import ENABLED, drive, history_view, mixed_script
 
 from loopwarden import LoopEvent, LoopGuard, MemoryStore, SessionState, StoreError
 from loopwarden.stores.sqlite import SQLiteStore
+from store_scenarios import ENABLED, drive, history_view, mixed_script
 
 
 class FakeClock:

@@ -227,7 +227,7 @@ def _hashes_in_subprocess(seed: str) -> list[str]:
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     hashes: list[str] = json.loads(completed.stdout)
     return hashes

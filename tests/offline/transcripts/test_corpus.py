@@ -23,7 +23,7 @@ from loopwarden.transcripts import (
 )
 from loopwarden.types import MISSING, ToolCall
 
-CORPUS = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus").resolve()
+CORPUS = (Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus").resolve()
 RAW = CORPUS / "raw"
 NORMALIZED = CORPUS / "normalized"
 

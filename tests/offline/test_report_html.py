@@ -22,7 +22,7 @@ from loopwarden.report.timeline import timeline_figure, timeline_png, timeline_s
 from loopwarden.scan import FileScan, scan_file
 from loopwarden.transcripts import iter_transcript_files
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "transcripts"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -20,7 +20,7 @@ import pytest
 from loopwarden import LoopDetectionConfig, warning_note
 from loopwarden.config import DetectorsConfig, PostCompactionGuardConfig, load_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("typer", "rich", "click", "matplotlib")
 # Loaded only to validate a config, which the hook does once per config (then cached).
 VALIDATION = ("pydantic", "pydantic_core", "json5")
