@@ -98,7 +98,8 @@ class GuardCall(PreparedCall):
             # the same run is terminal (spec §f.1), for one-call doors as for batches.
             verdict = Verdict("block", detection, prospect.tool_name, self.call_id,
                               terminate=not state.mark_recovery(run))
-            return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state)])
+            return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state,
+                                             terminal=verdict.terminate)])
         step = Step(Verdict("allow", detection, prospect.tool_name, self.call_id))
         if should_warn(core, state, detection, prospect.tool_name, run):
             step.value.action = "warn"
