@@ -121,10 +121,10 @@ def sorted_history(state: SessionState | None) -> list[tuple[Any, ...]]:
 
 def make_store(kind: str, where: str, prefix: str) -> Any:
     if kind == "redis":
-        from loopwarden.stores.redis import RedisStore
+        from loopwarden.guard.stores.redis import RedisStore
 
         return RedisStore(where, prefix=prefix)
-    from loopwarden.stores.sqlite import SQLiteStore
+    from loopwarden.guard.stores.sqlite import SQLiteStore
 
     return SQLiteStore(where)
 

@@ -350,14 +350,15 @@ def redis_url() -> Iterator[str]:
 def _workspace(root: Path, block: Block) -> tuple[Path, dict[str, str]]:
     """A folder like a fresh clone's top folder for ``block``, and the environment to run in."""
     work, home, bin_dir = root / "work", root / "home", root / "bin"
-    for folder in (work, home, bin_dir):
+    runtime = root / "run"  # (`claude-hook --stop-servers` must stop no server of the user's)
+    for folder in (work, home, bin_dir, runtime):
         folder.mkdir(parents=True, exist_ok=True)
     shutil.copytree(EXAMPLES, work / "examples", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
     # `loopwarden` is the console script's entry point, `python` this interpreter: both run
     # this checkout's code (PYTHONPATH), whatever is installed.
     shims = {"loopwarden": f'exec "{sys.executable}" -c "import sys; '
-                           f'from loopwarden._entry import main; sys.exit(main())" "$@"',
+                           f'from loopwarden.cli._entry import main; sys.exit(main())" "$@"',
              "python": f'exec "{sys.executable}" "$@"'}
     for name, body in shims.items():
         shim = bin_dir / name
@@ -367,7 +368,7 @@ def _workspace(root: Path, block: Block) -> tuple[Path, dict[str, str]]:
         (work / name).write_text(text)
     corpus = _corpus()
     env = child_env(HOME=str(home), PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-                    COLUMNS="80", NO_COLOR="1")
+                    COLUMNS="80", NO_COLOR="1", XDG_RUNTIME_DIR=str(runtime))
     if corpus is not None:
         env["CORPUS"] = str(corpus)  # the docs' commands name it $CORPUS
     for name in ("LOOPWARDEN_DB", "LOOPWARDEN_DISABLED", "LOOPWARDEN_MCP_MAX_MESSAGE_BYTES",
@@ -509,7 +510,7 @@ def test_html_hint_gives_the_install_line_that_works_from_a_clone(tmp_path: Path
     # `sys.modules[name] = None` makes importlib.util.find_spec(name) answer None: matplotlib
     # looks absent to the command without uninstalling it.
     code = ("import sys; sys.modules['matplotlib'] = None; "
-            "from loopwarden._entry import main; sys.exit(main())")
+            "from loopwarden.cli._entry import main; sys.exit(main())")
     done = subprocess.run(
         [sys.executable, "-c", code, "scan", "--html", str(tmp_path / "r.html"),
          str(EXAMPLES / "transcripts")],

@@ -209,7 +209,7 @@ def public_attributes(model: type[Any]) -> set[str]:
 
 
 def test_the_snapshot_has_every_public_attribute_of_the_config() -> None:
-    from loopwarden._config_snapshot import FIELDS, NESTED_FIELDS
+    from loopwarden.config.snapshot import FIELDS, NESTED_FIELDS
 
     # per_tool is no field of a snapshot: a config with perTool entries is never snapshotted.
     assert public_attributes(LoopDetectionConfig) == set(FIELDS) | set(NESTED_FIELDS) | {
@@ -226,7 +226,7 @@ def test_the_snapshot_has_every_public_attribute_of_the_config() -> None:
      "postCompactionGuard": {"windowSize": 5}},
 ])
 def test_a_snapshot_reads_like_its_config(settings: dict[str, Any], tmp_path: Path) -> None:
-    from loopwarden._config_snapshot import (
+    from loopwarden.config.snapshot import (
         FIELDS,
         NESTED_FIELDS,
         snapshot_from_dict,
@@ -248,7 +248,7 @@ def test_a_snapshot_reads_like_its_config(settings: dict[str, Any], tmp_path: Pa
 def test_a_config_with_per_tool_entries_is_used_as_validated(tmp_path: Path) -> None:
     """perTool rules are the config's methods (globs, fitted thresholds): no snapshot is taken,
     and the hook still applies them."""
-    from loopwarden._config_snapshot import snapshot_from_dict, snapshot_of
+    from loopwarden.config.snapshot import snapshot_from_dict, snapshot_of
 
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"tools": {"loopDetection": {

@@ -29,19 +29,19 @@ _compile = re.compile
 
 def compile(pattern, flags=0):
     frame = sys._getframe(1)
-    while frame.f_globals.get("__name__") in ("re", "loopwarden._lazy_re"):
+    while frame.f_globals.get("__name__") in ("re", "loopwarden.base.lazy_re"):
         frame = frame.f_back
     compiled.append([frame.f_globals.get("__name__"), str(pattern)])
     return _compile(pattern, flags)
 
 
 re.compile = compile
-from loopwarden._entry import main
+from loopwarden.cli._entry import main
 
 sys.argv = ["loopwarden", *sys.argv[1:]]
 code = main()
 sys.stdout.flush()
-registry = sys.modules["loopwarden.profiles"].default_registry
+registry = sys.modules["loopwarden.fingerprint.profiles"].default_registry
 held = sorted({p.pattern for name in registry.names()
                for p in registry.get(name).volatile_patterns})
 sys.stderr.write("\\nREPORT " + json.dumps({
@@ -83,13 +83,15 @@ def test_an_ordinary_call_compiles_no_masking_or_shell_pattern(tmp_path: Path) -
     run_hook(bash_call(0), db)  # validates and caches the config
     for report in (run_hook(bash_call(1), db), run_hook(bash_call(1, "PostToolUse"), db)):
         # OpenClaw's default preset masks nothing in a Bash result and reads no shell command.
-        assert compiled_by(report, "loopwarden.volatile") == []
+        assert compiled_by(report, "loopwarden.fingerprint.volatile") == []
         # What the profiles package compiles is the profiles' own patterns (Bash's background ids).
-        assert set(compiled_by(report, "loopwarden.profiles", package=True)) <= set(report["held"])
-        # Fingerprinting compiles nothing at import (error texts, envelopes, surrogates).
+        assert set(compiled_by(report, "loopwarden.fingerprint.profiles", package=True)) <= set(report["held"])
+        # Fingerprinting compiles nothing at import (error texts, envelopes, surrogates); the
+        # profiles, on its floor, compile only their own patterns (checked above).
         assert [pattern for name, pattern in report["compiled"]
-                if name and name.startswith("loopwarden.fingerprint")] == []
-        assert "loopwarden.stores._runs" not in report["modules"]
+                if name and name.startswith("loopwarden.fingerprint")
+                and not name.startswith("loopwarden.fingerprint.profiles")] == []
+        assert "loopwarden.guard.stores._runs" not in report["modules"]
 
 
 def test_the_patterns_compile_when_a_call_needs_them(tmp_path: Path) -> None:
@@ -106,13 +108,13 @@ def test_the_patterns_compile_when_a_call_needs_them(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=60, check=False)
         report = json.loads(proc.stderr.rpartition("\nREPORT ")[2])
         assert report["code"] == 0, proc.stderr
-    assert compiled_by(report, "loopwarden.volatile")  # the result was masked
-    assert compiled_by(report, "loopwarden.profiles", package=True)  # the command was read
+    assert compiled_by(report, "loopwarden.fingerprint.volatile")  # the result was masked
+    assert compiled_by(report, "loopwarden.fingerprint.profiles", package=True)  # the command was read
 
 
 def test_the_volatile_patterns_are_still_public_and_compiled() -> None:
-    from loopwarden import volatile
-    from loopwarden.volatile import VOLATILE_PATTERNS
+    from loopwarden.fingerprint import volatile
+    from loopwarden.fingerprint.volatile import VOLATILE_PATTERNS
 
     assert VOLATILE_PATTERNS is volatile.VOLATILE_PATTERNS
     assert len(VOLATILE_PATTERNS) == 8
@@ -122,7 +124,7 @@ def test_the_volatile_patterns_are_still_public_and_compiled() -> None:
 
 
 def test_run_summary_is_still_importable_from_the_sqlite_store(tmp_path: Path) -> None:
-    from loopwarden.stores.sqlite import RunSummary
+    from loopwarden.guard.stores.sqlite import RunSummary
 
     config = LoopDetectionConfig(enabled=True, warning_threshold=2, critical_threshold=4)
     with SQLiteStore(tmp_path / "r.db") as store:
@@ -135,7 +137,7 @@ def test_run_summary_is_still_importable_from_the_sqlite_store(tmp_path: Path) -
     assert runs and all(isinstance(run, RunSummary) for run in runs)
     assert runs[0].to_dict()["warnings"] >= 1
     with pytest.raises(AttributeError):
-        from loopwarden.stores import sqlite as module
+        from loopwarden.guard.stores import sqlite as module
 
         _ = module.NoSuchName  # type: ignore[attr-defined]
 

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
 # answered) on stderr.
 CHILD = """
 import sys
-from loopwarden._entry import main
+from loopwarden.cli._entry import main
 code = main()
 sys.stdout.flush()
 sys.stderr.write("\\nSERVED " + str("loopwarden.guard" not in sys.modules) + "\\n")
@@ -240,17 +240,17 @@ def test_a_whole_answer_is_read_back() -> None:
 
 def test_the_client_path_imports_only_what_it_needs() -> None:
     # What a served hook loads: each of these cost it milliseconds (bench/bench_claude_hook.py).
-    code = ("import sys; from loopwarden._entry import main; from loopwarden.cli import _resident; "
+    code = ("import sys; from loopwarden.cli._entry import main; from loopwarden.cli import _resident; "
             "print(' '.join(sorted(sys.modules)))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     loaded = set(proc.stdout.split())
     assert not loaded & {"logging", "json", "hashlib", "socket", "typing", "re",
-                         "loopwarden.guard", "loopwarden.engine", "loopwarden.stores"}
+                         "loopwarden.guard", "loopwarden.engine", "loopwarden.guard.stores"}
 
 
 def test_a_library_warning_is_not_printed_when_the_application_set_up_no_logging() -> None:
-    # The "loopwarden" logger's NullHandler comes with the modules that log (loopwarden._log),
+    # The "loopwarden" logger's NullHandler comes with the modules that log (loopwarden.base.log),
     # not with `import loopwarden`: still no "last resort" output on stderr.
     code = ("import loopwarden; from loopwarden.guard import LoopGuard; import logging; "
             "logging.getLogger('loopwarden.stores').warning('store down')")
@@ -264,7 +264,7 @@ def test_a_hook_without_stdin_fails_open_in_one_line(tmp_path: Path, runtime: Pa
     # what went wrong in one line, with a non-blocking exit code (never 2, "block").
     proc = subprocess.run(
         ["bash", "-c", f'exec "{sys.executable}" -c "$0" claude-hook --db "$1" 0<&-',
-         "import sys; from loopwarden._entry import main; sys.exit(main())",
+         "import sys; from loopwarden.cli._entry import main; sys.exit(main())",
          str(tmp_path / "hook.db")],
         capture_output=True, text=True, timeout=60, check=False,
         env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), "LOOPWARDEN_HOOK_SERVER": "1"})

@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig, LoopGuard
 from loopwarden.cli import app
-from loopwarden.report.table import (
+from loopwarden.guard.stores.sqlite import SQLiteStore
+from loopwarden.offline.report.table import (
     CLEAN_LIST_LIMIT,
     Row,
     ShownNames,
@@ -31,8 +32,7 @@ from loopwarden.report.table import (
     print_scan_table,
     wrap_names,
 )
-from loopwarden.scan import scan_file, scanning
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.offline.scan import scan_file, scanning
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "transcripts"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from loopwarden import LoopGuard
 from loopwarden.cli.runs import default_db_path, register
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.guard.stores.sqlite import SQLiteStore
 from store_scenarios import ENABLED
 
 runner = CliRunner()

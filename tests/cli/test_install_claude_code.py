@@ -262,7 +262,7 @@ def console_script(directory: Path) -> Path:
     """A ``loopwarden`` console script, as pip writes it, for this interpreter."""
     directory.mkdir()
     script = directory / "loopwarden"
-    script.write_text(f"#!{sys.executable}\nimport sys\nfrom loopwarden._entry import main\n"
+    script.write_text(f"#!{sys.executable}\nimport sys\nfrom loopwarden.cli._entry import main\n"
                       "sys.exit(main())\n", encoding="utf-8")
     script.chmod(0o755)
     return script

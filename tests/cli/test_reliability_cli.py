@@ -24,9 +24,9 @@ import typer
 from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig, LoopGuard
-from loopwarden.scan import scan_file
-from loopwarden.stores.sqlite import SQLiteStore
-from loopwarden.transcripts import detect_format
+from loopwarden.guard.stores.sqlite import SQLiteStore
+from loopwarden.offline.scan import scan_file
+from loopwarden.offline.transcripts import detect_format
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "offline" / "transcripts" / "fixtures"
@@ -161,8 +161,8 @@ def test_format_detection_and_scan_file_never_open_a_fifo(fifo_folder: tuple[Pat
     _, fifo = fifo_folder
     result = in_child(
         "import sys\n"
-        "from loopwarden.transcripts import detect_format\n"
-        "from loopwarden.scan import scan_file\n"
+        "from loopwarden.offline.transcripts import detect_format\n"
+        "from loopwarden.offline.scan import scan_file\n"
         f"assert detect_format({str(fifo)!r}) is None\n"
         f"scan = scan_file({str(fifo)!r}, format='openclaw')\n"
         "assert scan.format is None and scan.calls == 0, scan\n"

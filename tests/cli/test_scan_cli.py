@@ -13,11 +13,11 @@ import typer
 from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig
+from loopwarden.base.types import MISSING, ToolCall
 from loopwarden.cli._common import resolve_config
 from loopwarden.cli.scan import register
-from loopwarden.findings import Finding
-from loopwarden.scan import CallTrace, loop_spans, output_chars, scan_file
-from loopwarden.types import MISSING, ToolCall
+from loopwarden.offline.findings import Finding
+from loopwarden.offline.scan import CallTrace, loop_spans, output_chars, scan_file
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "transcripts"

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from loopwarden import ConfigError, LoopDetectionConfig, LoopGuard, load_config
 from loopwarden.cli.config import config_app
-from loopwarden.compaction import CompactionLoopPersistedError
 from loopwarden.config import PerToolConfig, config_from_mapping
 from loopwarden.engine import LoopDetector
+from loopwarden.engine.compaction import CompactionLoopPersistedError
 
 # --- helpers --------------------------------------------------------------------------------
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from loopwarden import LoopDetectionConfig, LoopEvent, LoopGuard, ToolCall, replay
-from loopwarden.calibration import score_run
-from loopwarden.detectors import RULES, Detection, Facts, evaluate, no_progress_cycle
 from loopwarden.engine import LoopDetector
-from loopwarden.history import SessionState
+from loopwarden.engine.detectors import RULES, Detection, Facts, evaluate, no_progress_cycle
+from loopwarden.engine.history import SessionState
+from loopwarden.offline.calibration import score_run
 from spec_helpers import VETO_RESULT, Spec, text_result
 
 Step = tuple[str, dict[str, Any]]

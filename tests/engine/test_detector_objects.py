@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from loopwarden import LoopDetectionConfig
-from loopwarden.detectors import (
+from loopwarden.engine import LoopDetector
+from loopwarden.engine.detectors import (
     ARGUMENT_CHURN,
     CYCLE,
     DETECTORS,
@@ -34,8 +35,7 @@ from loopwarden.detectors import (
     Score,
     evaluate,
 )
-from loopwarden.engine import LoopDetector
-from loopwarden.history import RunView, SessionState
+from loopwarden.engine.history import RunView, SessionState
 from spec_helpers import POLL_RESULT, VETO_RESULT, text_result
 
 Call = tuple[str, dict[str, Any]]
@@ -207,7 +207,7 @@ def _strict_repeat(view: RunView, call: Prospect, limits: Limits) -> bool:
 
 def _cycle_without_vetoes(view: RunView, call: Prospect, limits: Limits) -> bool:
     """CYCLE's pre-check without its newest-veto case (a retry takes no step)."""
-    from loopwarden.detectors.cycle import _cycle_possible
+    from loopwarden.engine.detectors.cycle import _cycle_possible
 
     return bool(view.by_key.get(call.args_hash)) and _cycle_possible(
         view.records, call.args_hash, limits.warning)
@@ -228,7 +228,7 @@ def test_a_cycle_can_fire_right_after_a_veto_that_the_cycle_shape_check_misses()
     """Why CYCLE's pre-check says yes to a newest veto: a blocked step retried takes no step
     of the cycle, which the positional check (this call k steps back) cannot see. (The old
     single gate covered it through the unknown-tool check, which a cycle should not rely on.)"""
-    from loopwarden.detectors.cycle import _cycle_possible
+    from loopwarden.engine.detectors.cycle import _cycle_possible
 
     detector = LoopDetector(LoopDetectionConfig(
         enabled=True, warning_threshold=5, critical_threshold=7,

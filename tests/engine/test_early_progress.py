@@ -364,7 +364,7 @@ def test_eval_by_source_reports_repositories_and_holds_each_group_out(tmp_path: 
 
 
 def test_calibrate_defaults_work_from_a_hundred_runs() -> None:
-    from loopwarden.calibration import calibrate, score_run
+    from loopwarden.offline.calibration import calibrate, score_run
 
     runs = [[ToolCall("read", {"p": f"f{(i * j) % 23}"}, result=f"text {j}") for j in range(30)]
             for i in range(100)]

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from loopwarden import MISSING, LoopDetectionConfig, LoopGuard, args_hash
-from loopwarden.detectors import Facts, evaluate
 from loopwarden.engine import LoopDetector
+from loopwarden.engine.detectors import Facts, evaluate
+from loopwarden.engine.history import SessionState
 from loopwarden.fingerprint import digest, mask_when_spans, outcome_of
-from loopwarden.history import SessionState
-from loopwarden.profiles import default_registry
-from loopwarden.stores.memory import MemoryStore
-from loopwarden.volatile import has_digit, mask_volatile
+from loopwarden.fingerprint.profiles import default_registry
+from loopwarden.fingerprint.volatile import has_digit, mask_volatile
+from loopwarden.guard.stores.memory import MemoryStore
 
 TOOLS = ["read", "exec", "write", "process", "mcp__srv__lookup", "flaky"]
 
@@ -198,7 +198,7 @@ def test_the_session_used_last_still_expires_and_stays_alive_while_used(ttl: flo
 
 
 def test_prepared_fingerprints_follow_profile_changes_and_stay_bounded() -> None:
-    from loopwarden.profiles import ProfileRegistry
+    from loopwarden.fingerprint.profiles import ProfileRegistry
 
     registry = ProfileRegistry()
     detector = LoopDetector(LoopDetectionConfig(enabled=True), registry)

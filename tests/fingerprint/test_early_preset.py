@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from loopwarden import LoopDetectionConfig, ToolCall, profiles, replay
-from loopwarden.volatile import mask_volatile
+from loopwarden.fingerprint.volatile import mask_volatile
 
 EARLY = LoopDetectionConfig(enabled=True, preset="early")
 OPENCLAW = LoopDetectionConfig(enabled=True)

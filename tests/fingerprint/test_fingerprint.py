@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from loopwarden.base.types import MISSING
 from loopwarden.fingerprint import (
     UNTRUSTED_ZERO_ID,
     Outcome,
@@ -21,7 +22,6 @@ from loopwarden.fingerprint import (
     mutation_target_hash,
     outcome_of,
 )
-from loopwarden.types import MISSING
 
 HASH_RE = re.compile(r"[0-9a-f]{64}")
 NONCE_A = "0123456789abcdef"

@@ -10,7 +10,7 @@ from loopwarden import LoopDetectionConfig, profiles
 from loopwarden.engine import LoopDetector
 from loopwarden.fingerprint import mutation_target_hash, outcome_of
 from loopwarden.fingerprint.outcomes import PROJECTIONS
-from loopwarden.profiles import ProfileRegistry, ToolProfile
+from loopwarden.fingerprint.profiles import ProfileRegistry, ToolProfile
 
 
 def test_every_builtin_projection_has_a_registry_entry() -> None:
@@ -33,7 +33,7 @@ def test_registry_entries_project_their_tools() -> None:
 
 
 def test_history_and_the_hashes_share_one_spelling_of_each_outcome_kind() -> None:
-    from loopwarden import history
+    from loopwarden.engine import history
     from loopwarden.fingerprint import outcomes
 
     assert history.OUTCOME_VETO is outcomes.OUTCOME_VETO

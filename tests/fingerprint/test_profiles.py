@@ -9,7 +9,7 @@ import pytest
 
 from loopwarden import profiles
 from loopwarden.fingerprint import outcome_of
-from loopwarden.profiles import ProfileRegistry, ToolProfile, default_registry
+from loopwarden.fingerprint.profiles import ProfileRegistry, ToolProfile, default_registry
 
 
 def result(text: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -77,8 +77,8 @@ for _ in range(5000):
     xl = [xl]
 from loopwarden import args_hash, canonical_json, outcome_of
 from loopwarden.fingerprint import digest, error_text
-from loopwarden.learning import leaves_of
-from loopwarden.volatile import mask_value
+from loopwarden.guard.learning import leaves_of
+from loopwarden.fingerprint.volatile import mask_value
 value, listed = {shape}, {as_lists}  # the same data, built from lists
 assert canonical_json(value) == canonical_json(listed)
 assert digest(value) == digest(listed)
@@ -99,7 +99,7 @@ def test_deep_tuples_in_results_errors_and_ids_do_not_abort_the_guard(preset: st
                                                                      tmp_path: Path) -> None:
     out = _child(_DEEP_TUPLE + f"""
 from loopwarden import LoopDetectionConfig, LoopGuard
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.guard.stores.sqlite import SQLiteStore
 for store in (None, SQLiteStore({str(tmp_path / "state.db")!r})):
     config = LoopDetectionConfig(enabled=True, preset={preset!r}, warning_threshold=2,
                                  critical_threshold=4)
@@ -121,9 +121,9 @@ for store in (None, SQLiteStore({str(tmp_path / "state.db")!r})):
 
 def test_store_codecs_and_reports_never_hand_orjson_a_deep_tuple() -> None:
     out = _child(_DEEP_TUPLE + """
-from loopwarden.history import CallRecord, SessionState
-from loopwarden.scan import output_chars
-from loopwarden.stores._codec import decode_state, encode_state, field_text
+from loopwarden.engine.history import CallRecord, SessionState
+from loopwarden.offline.scan import output_chars
+from loopwarden.guard.stores._codec import decode_state, encode_state, field_text
 state = SessionState()
 state.append(CallRecord(x, "t:0", call_id=x))
 assert decode_state(encode_state(state)).history[0].call_id.startswith('[[[')
@@ -213,8 +213,8 @@ class Countless(set):
 def test_values_that_make_up_children_forever_stop_at_the_node_budget(make: str) -> None:
     out = _child(_ENDLESS + f"""
 from loopwarden import LoopDetectionConfig, LoopGuard, args_hash, canonical_json, outcome_of
-from loopwarden.learning import leaves_of
-from loopwarden.volatile import mask_value
+from loopwarden.guard.learning import leaves_of
+from loopwarden.fingerprint.volatile import mask_value
 value = {make}
 data = canonical_json(value)
 assert data == canonical_json({make}), "deterministic"
@@ -294,8 +294,8 @@ def test_values_whose_methods_raise_hash_deterministically_and_never_raise() -> 
     out = _child(_EVIL + """
 from loopwarden import LoopDetectionConfig, LoopGuard, args_hash, canonical_json, outcome_of
 from loopwarden.fingerprint import digest, error_text
-from loopwarden.learning import leaves_of
-from loopwarden.volatile import mask_value
+from loopwarden.guard.learning import leaves_of
+from loopwarden.fingerprint.volatile import mask_value
 def values():
     return [Nameless(), Evil(), EvilStr("text"), EvilDict(a=Evil()), EvilList([1, Evil()]),
             {"a": Evil(), "b": [EvilStr("q"), Nameless()], "c": (EvilDict(),)}]
@@ -334,8 +334,8 @@ _PROPERTIES = _EVIL + """
 from hypothesis import HealthCheck, given, settings, strategies as st
 from loopwarden import args_hash, canonical_json, outcome_of
 from loopwarden.fingerprint import digest
-from loopwarden.learning import leaves_of
-from loopwarden.volatile import mask_value
+from loopwarden.guard.learning import leaves_of
+from loopwarden.fingerprint.volatile import mask_value
 
 leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
                    st.text(max_size=5), st.binary(max_size=3),

@@ -16,9 +16,10 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from loopwarden import MISSING, LoopDetectionConfig, LoopGuard, volatile
-from loopwarden.transcripts import iter_transcript_files, read_transcript
-from loopwarden.volatile import has_digit, mask_volatile
+from loopwarden import MISSING, LoopDetectionConfig, LoopGuard
+from loopwarden.fingerprint import volatile
+from loopwarden.fingerprint.volatile import has_digit, mask_volatile
+from loopwarden.offline.transcripts import iter_transcript_files, read_transcript
 
 # The reference, verbatim from before the fast path: one alternation, tried at every position.
 _REFERENCE = re.compile(

@@ -431,7 +431,7 @@ async def test_aadmit_batch_uses_redis_atransact() -> None:
     redis_url = os.environ.get("LOOPWARDEN_REDIS_URL")
     if not redis_url:
         pytest.skip("LOOPWARDEN_REDIS_URL is not set")
-    from loopwarden.stores.redis import RedisStore
+    from loopwarden.guard.stores.redis import RedisStore
 
     redis_prefix = f"loopwarden-test:{uuid.uuid4().hex}:"
 

@@ -33,7 +33,7 @@ from loopwarden import (
     ToolCall,
     Verdict,
 )
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.guard.stores.sqlite import SQLiteStore
 
 REDIS_URL = os.environ.get("LOOPWARDEN_REDIS_URL")
 
@@ -368,7 +368,7 @@ def _stores(tmp: Path) -> list[tuple[str, Callable[[], Any]]]:
         ("sqlite", lambda: SQLiteStore(tmp / f"{uuid.uuid4().hex}.db")),
     ]
     if REDIS_URL:
-        from loopwarden.stores.redis import RedisStore
+        from loopwarden.guard.stores.redis import RedisStore
 
         stores.append(("redis", lambda: RedisStore(
             REDIS_URL, prefix=f"loopwarden-hostile:{uuid.uuid4().hex}:")))

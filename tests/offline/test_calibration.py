@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig, ToolCall, replay
-from loopwarden.calibration import CalibrationError, calibrate, score_run
 from loopwarden.cli import app
+from loopwarden.offline.calibration import CalibrationError, calibrate, score_run
 
 
 def good_run(rng: random.Random, n_calls: int = 40) -> list[ToolCall]:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig
 from loopwarden.cli.scan import register
-from loopwarden.evaluation import (
+from loopwarden.offline.evaluation import (
     Label,
     LabelError,
     evaluate,
@@ -21,7 +21,7 @@ from loopwarden.evaluation import (
     parse_labels,
     summarize,
 )
-from loopwarden.findings import Finding
+from loopwarden.offline.findings import Finding
 
 METRIC_KEYS = {"transcripts", "loops", "detected", "timely", "blocked", "healthy",
                "false_warnings", "false_blocks", "recall", "timely_recall", "block_recall",

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig
 from loopwarden.cli.scan import register
-from loopwarden.report.html import HtmlReport, render_html
-from loopwarden.report.timeline import timeline_figure, timeline_png, timeline_svg
-from loopwarden.scan import FileScan, scan_file
-from loopwarden.transcripts import iter_transcript_files
+from loopwarden.offline.report.html import HtmlReport, render_html
+from loopwarden.offline.report.timeline import timeline_figure, timeline_png, timeline_svg
+from loopwarden.offline.scan import FileScan, scan_file
+from loopwarden.offline.transcripts import iter_transcript_files
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "transcripts"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

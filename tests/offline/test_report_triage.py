@@ -28,19 +28,19 @@ import typer
 from typer.testing import CliRunner
 
 from loopwarden import LoopDetectionConfig
-from loopwarden._redact import MASK, mask_secrets
+from loopwarden.base.redact import MASK, mask_secrets
 from loopwarden.cli.scan import register
-from loopwarden.report import plotter
-from loopwarden.report.html import HtmlReport, render_html
-from loopwarden.report.loops import RESULT_LIMIT, excerpt, loop_reports
-from loopwarden.report.timeline import MAX_POINTS, timeline_figure, timeline_view
-from loopwarden.report.tokens import (
+from loopwarden.offline.report import plotter
+from loopwarden.offline.report.html import HtmlReport, render_html
+from loopwarden.offline.report.loops import RESULT_LIMIT, excerpt, loop_reports
+from loopwarden.offline.report.timeline import MAX_POINTS, timeline_figure, timeline_view
+from loopwarden.offline.report.tokens import (
     CharsEstimate,
     TokenizerError,
     token_estimator,
 )
-from loopwarden.scan import scan_file
-from loopwarden.transcripts import iter_transcript_files
+from loopwarden.offline.scan import scan_file
+from loopwarden.offline.transcripts import iter_transcript_files
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "transcripts"
@@ -484,9 +484,9 @@ _KILLED_WORKER = """
 import os, signal, sys
 from pathlib import Path
 from loopwarden import LoopDetectionConfig
-from loopwarden.scan import scan_file
-from loopwarden.report import plotter as module
-from loopwarden.report.plotter import Plotter
+from loopwarden.offline.scan import scan_file
+from loopwarden.offline.report import plotter as module
+from loopwarden.offline.report.plotter import Plotter
 module._spare_core = lambda: True
 plotter = Plotter(background=True)
 pool = plotter._pool

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..config import LoopDetectionConfig, load_config
-from ..report._text import printable
+from ..offline.report._text import printable
 
 __all__ = ["STDIN", "check_paths_exist", "fail", "note", "read_stdin", "resolve_config",
            "stderr", "stdin_copy"]

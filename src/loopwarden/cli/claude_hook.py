@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from .._log import get_logger
-from .._paths import DB_ENV, default_db_path
+from ..base.log import get_logger
+from ..base.paths import DB_ENV, default_db_path
 from ._exits import crash_message
 
 if TYPE_CHECKING:
@@ -48,9 +48,10 @@ _IDLE_TTL_SECONDS = 7 * 24 * 3600
 # call of Claude Code: past this the hook fails open, logging the failure on stderr.
 _BUSY_TIMEOUT_SECONDS = 1.0
 
+_STOP_SERVERS = "--stop-servers"
 _HELP = ("Guard Claude Code tool calls: reads one hook payload on stdin, writes the hook's "
          "answer on stdout (settings.json: PreToolUse, PostToolUse, PostToolUseFailure, "
-         "PreCompact).")
+         f"PreCompact). `{_STOP_SERVERS}` alone stops your resident hook servers.")
 
 
 class _HookExit(Exception):
@@ -154,7 +155,12 @@ def register(app: typer.Typer) -> None:
 
 
 def run(argv: Sequence[str]) -> int:
-    """``loopwarden claude-hook ARGV``: answers the payload on stdin; returns the exit code."""
+    """``loopwarden claude-hook ARGV``: answers the payload on stdin; returns the exit code.
+    ``--stop-servers`` alone stops this user's resident hook servers instead."""
+    if list(argv) == [_STOP_SERVERS]:
+        from ._resident_server import stop_servers
+
+        return stop_servers()
     try:
         options = _parse(list(argv))
         _answer(options["db"], options["config"], options["agent"], options["exit_behavior"])
@@ -174,8 +180,8 @@ def run(argv: Sequence[str]) -> int:
 
 def serve(argv: Sequence[str]) -> int:
     """Answer hooks started with ``argv`` from this process until it is idle (the resident
-    server, :mod:`loopwarden.cli._resident`): the imports are paid once, not per hook."""
-    from ._resident import serve as serve_resident
+    server, :mod:`loopwarden.cli._resident_server`): the imports are paid once, not per hook."""
+    from ._resident_server import serve as serve_resident
 
     return serve_resident(argv, run)
 
@@ -198,15 +204,15 @@ def _handle(
     payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None,
     exit_behavior: str = "end",
 ) -> dict[str, Any]:
-    from ..errors import LoopwardenError
-    from ..events import LoggingSink
+    from ..base.errors import LoopwardenError
     from ..guard import LoopGuard
+    from ..guard.events import LoggingSink
+    from ..guard.stores.sqlite import SQLiteStore
     from ..integrations.claude_code_hook import (
         ClaudeCodeHook,
         HookPayloadError,
         check_exit_behavior,
     )
-    from ..stores.sqlite import SQLiteStore
 
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -261,7 +267,7 @@ def _hook_config(path: Path | None, agent: str | None, db: Path) -> LoopDetectio
     an edited config (or an upgrade) is validated again on the next call; an unreadable or
     damaged cache is only slower. The guard gets a plain snapshot of the values either way.
     """
-    from .._config_snapshot import snapshot_from_dict, snapshot_of
+    from ..config.snapshot import snapshot_from_dict, snapshot_of
 
     cache = db.with_name(db.name + _CONFIG_CACHE_SUFFIX)
     key = _config_key(path, agent)
@@ -357,12 +363,23 @@ def _cache_snapshot(cache: Path, entries: dict[str, Any], key: str, data: Any) -
 
 def _read_payload() -> dict[str, Any]:
     try:
-        payload = json.loads(sys.stdin.read())
+        payload = json.loads(_read_stdin())
     except ValueError as exc:
         _fail(f"loopwarden: hook input is not JSON ({exc})")
     if not isinstance(payload, dict):
         _fail("loopwarden: hook input is not a JSON object")
     return payload
+
+
+def _read_stdin() -> str:
+    """The hook input, read as UTF-8 whatever the locale, a byte that is not UTF-8 kept as a
+    lone surrogate (and guarded like any other text): the same text in the hook's own process
+    and in the resident server."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a text stream without bytes beneath (a caller's StringIO)
+        return sys.stdin.read()
+    data: bytes = buffer.read()
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _fail(message: str) -> NoReturn:

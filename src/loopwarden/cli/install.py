@@ -170,7 +170,9 @@ def _check_runs(command: str) -> None:
     """Run the hook command once as Claude Code would (through the shell) with an event it
     ignores; refuse to install a command that fails."""
     try:
+        # (No resident server left behind: it would be keyed to this folder, not the host's.)
         proc = subprocess.run(command, shell=True, input=_PROBE, capture_output=True, text=True,
+                              env={**os.environ, "LOOPWARDEN_HOOK_SERVER": "0"},
                               timeout=_PROBE_TIMEOUT_SECONDS, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         _error(f"the hook command did not run ({exc}): {command}")

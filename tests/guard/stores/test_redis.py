@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from loopwarden import LoopEvent, LoopGuard, MemoryStore, SessionState, StoreError
-from loopwarden.stores.redis import RedisStore
+from loopwarden.guard.stores.redis import RedisStore
 from redis_server import free_port
 from store_scenarios import ENABLED, drive, history_view, mixed_script
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from loopwarden import LoopDetectionConfig, LoopEvent, LoopGuard, MemoryStore
 from loopwarden.cli import app
 from loopwarden.guard import STORE_DOWN_MESSAGE
-from loopwarden.learning import (
+from loopwarden.guard.learning import (
     DIGITS,
     LEARN_AFTER,
     MAX_DIFFERING,
@@ -33,10 +33,10 @@ from loopwarden.learning import (
     learn,
     leaves_of,
 )
-from loopwarden.stores._codec import encode_state
-from loopwarden.stores.base import CircuitBreaker, StoreError
-from loopwarden.stores.redis import RedisStore
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.guard.stores._codec import encode_state
+from loopwarden.guard.stores.base import CircuitBreaker, StoreError
+from loopwarden.guard.stores.redis import RedisStore
+from loopwarden.guard.stores.sqlite import SQLiteStore
 from redis_server import RedisServer
 from store_scenarios import (
     ENABLED,

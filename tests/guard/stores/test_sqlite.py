@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loopwarden import LoopEvent, LoopGuard, MemoryStore, SessionState, StoreError
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.guard.stores.sqlite import SQLiteStore
 from store_scenarios import ENABLED, drive, history_view, mixed_script
 
 

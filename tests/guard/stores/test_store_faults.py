@@ -15,8 +15,8 @@ import pytest
 
 from loopwarden import LoopGuard, Verdict
 from loopwarden.guard import STORE_DOWN_MESSAGE
-from loopwarden.stores.redis import RedisStore
-from loopwarden.stores.sqlite import SQLiteStore
+from loopwarden.guard.stores.redis import RedisStore
+from loopwarden.guard.stores.sqlite import SQLiteStore
 from redis_server import RedisServer
 from store_scenarios import ENABLED
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from loopwarden.transcripts import (
+from loopwarden.base.types import MISSING, ToolCall
+from loopwarden.offline.transcripts import (
     ReadProblem,
     detect_format,
     iter_transcript_files,
     read_transcript,
 )
-from loopwarden.types import MISSING, ToolCall
 
 CORPUS = (Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus").resolve()
 RAW = CORPUS / "raw"

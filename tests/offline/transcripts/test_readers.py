@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopwarden.transcripts import (
+from loopwarden.base.types import MISSING, ToolCall
+from loopwarden.offline.transcripts import (
     FORMATS,
     ReadProblem,
     detect_format,
     iter_transcript_files,
     read_transcript,
 )
-from loopwarden.types import MISSING, ToolCall
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...config import LoopDetectionConfig
-from ...evaluation import (
+from ...offline.evaluation import (
     GROUPINGS,
     EvalReport,
     GroupMetrics,
@@ -31,8 +31,8 @@ from ...evaluation import (
     markdown_table,
     parse_labels,
 )
-from ...report._text import json_text, printable
-from ...report.table import fit_widths, one_line, unique_ellipses, wrap_names
+from ...offline.report._text import json_text, printable
+from ...offline.report.table import fit_widths, one_line, unique_ellipses, wrap_names
 from .._common import STDIN, fail, note, read_stdin
 from .._exits import write_out
 from ._options import (

@@ -9,9 +9,9 @@ import typer
 from rich.text import Text
 
 from ...config import LoopDetectionConfig
-from ...report._text import json_text, printable
-from ...report.table import CLEAN_LIST_LIMIT, SORTS, STDIN, sort_rows
-from ...transcripts import FORMATS
+from ...offline.report._text import json_text, printable
+from ...offline.report.table import CLEAN_LIST_LIMIT, SORTS, STDIN, sort_rows
+from ...offline.transcripts import FORMATS
 from .._common import check_paths_exist, fail, note, stderr, stdin_copy
 from .._exits import write_out
 from ._files import PARALLEL_MIN_BYTES, _scan_all
@@ -26,7 +26,7 @@ from ._options import (
 from ._output import _failed, _loud, _print_scan, _print_skipped, _scan_json
 
 if TYPE_CHECKING:
-    from ...report.html import HtmlReport
+    from ...offline.report.html import HtmlReport
 
 
 def scan(
@@ -120,8 +120,8 @@ def _html_report(config: LoopDetectionConfig, tokenizer: str,
     if importlib.util.find_spec("matplotlib") is None:
         fail("--html needs matplotlib; install the 'report' extra (pip install '.[report]' in a "
              "clone, pip install 'loopwarden[report]' after a release)")
-    from ...report.html import HtmlReport
-    from ...report.tokens import TokenizerError, token_estimator
+    from ...offline.report.html import HtmlReport
+    from ...offline.report.tokens import TokenizerError, token_estimator
 
     try:
         tokens = token_estimator(tokenizer)
