@@ -23,6 +23,8 @@ from loopwarden.integrations.claude_code_settings import (
     uninstall,
 )
 
+pytestmark = pytest.mark.integration
+
 FOREIGN = {
     "model": "opus",
     "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
