@@ -37,6 +37,21 @@ def quiet_on_broken_pipe(run: Callable[[], int | None]) -> int:
         return BROKEN_PIPE_EXIT_CODE
 
 
+# One write at a time: Python's buffered stdout reports a closed pipe only when a write fails
+# before any byte of it went out, so one big write (a 500 KB --json document into `| head`)
+# loses its tail in silence and the command would exit 0.
+_CHUNK = 64 * 1024
+
+
+def write_out(text: str) -> None:
+    """Print ``text`` and a newline on stdout, in pieces, so that a reader that went away
+    (``| head``) raises :class:`BrokenPipeError` (exit 141) instead of passing unnoticed."""
+    text += "\n"
+    for start in range(0, len(text), _CHUNK):
+        sys.stdout.write(text[start:start + _CHUNK])
+        sys.stdout.flush()
+
+
 def silence_stdout() -> None:
     """Point stdout at /dev/null: the reader is gone, and Python's own flush at exit must not
     fail on the closed pipe (the recipe of the ``signal`` module's documentation)."""

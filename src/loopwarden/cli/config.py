@@ -24,6 +24,9 @@ from ..config import (
     key_segment,  # key paths spelled as config errors spell them
     load_config_with_origins,
 )
+from ..config.openclaw_file import load_config_text
+from ._common import STDIN, read_stdin
+from ._exits import write_out
 
 config_app = typer.Typer(
     help="Inspect loop detection configuration.",
@@ -72,7 +75,7 @@ def _collect_repairs() -> Iterator[_RepairCollector]:
 
 @config_app.command("check")
 def check(
-    path: Annotated[Path, typer.Argument(help="OpenClaw config file (JSON5).")],
+    path: Annotated[Path, typer.Argument(help="OpenClaw config file (JSON5); - reads it from stdin.")],
     agent: Annotated[
         str | None, typer.Option("--agent", help="Agent id whose override to apply.")
     ] = None,
@@ -81,10 +84,13 @@ def check(
     """Validate PATH and print the effective loop detection config."""
     with _collect_repairs() as repairs:
         try:
-            loaded = load_config_with_origins(path, agent_id=agent)
+            loaded = (load_config_text(read_stdin(), "<stdin>", agent_id=agent)
+                      if str(path) == STDIN else load_config_with_origins(path, agent_id=agent))
         except ConfigError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None  # an input error, distinct from findings (1)
+    if str(path) == STDIN:
+        path = Path("<stdin>")
     notes = [*repairs.messages]
     if agent is not None and loaded.agent_block is None:
         # Not an error: OpenClaw itself applies the global block to such an agent.
@@ -96,7 +102,7 @@ def check(
     notes += _ignored_by_exemption(loaded)
     rows = list(_rows(loaded, repairs.repaired))
     if as_json:
-        typer.echo(json.dumps(_as_json(loaded, path, agent, rows, repairs.messages, notes),
+        write_out(json.dumps(_as_json(loaded, path, agent, rows, repairs.messages, notes),
                               indent=2))
         return
     _print_table(loaded, path, agent, rows, notes)

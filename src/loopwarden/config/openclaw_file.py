@@ -68,6 +68,15 @@ def load_config_with_origins(
     return _resolve_document(_parse(_read_config_text(file), file), agent_id, file)
 
 
+def load_config_text(text: str, source: str, agent_id: str | None = None) -> LoadedConfig:
+    """:func:`load_config_with_origins` for a config given as text (``config check -`` reads
+    standard input); ``source`` names it in errors, as a file's path does."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
+        raise _too_large(source)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _resolve_document(_parse(text, source), agent_id, source)
+
+
 def _read_config_text(file: str) -> str:
     """The text of ``file``, which must be a regular file of at most ``MAX_CONFIG_BYTES``.
 

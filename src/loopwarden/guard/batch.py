@@ -130,7 +130,7 @@ def admit(
         for i, (c, p) in enumerate(zip(calls, prepared, strict=True))
     )
     tctx = ctx.for_call(calls[trigger].call_id)
-    event = loop_event(tctx, call.tool_name, detection, "block", state)
+    event = loop_event(tctx, call.tool_name, detection, "block", state, terminal=terminal)
     return BatchAdmission(verdicts, intervention, terminal), [event]
 
 

@@ -112,7 +112,8 @@ class GuardCall(PreparedCall):
                               terminate=not state.mark_recovery(run))
             if verdict.terminate and core.deny_after_stop:
                 stop_run(state, run)
-            return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state)])
+            return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state,
+                                             terminal=verdict.terminate)])
         step = Step(Verdict("allow", detection, prospect.tool_name, self.call_id))
         if should_warn(core, state, detection, prospect.tool_name, run):
             step.value.action = "warn"

@@ -212,12 +212,14 @@ class Named(Protocol):
 
 
 def loop_event(ctx: Named, tool: str, detection: Detection, action: str,
-               state: SessionState | None = None) -> LoopEvent:
-    """The event of a warn or block; ``ctx`` names the session, run, agent and call id."""
+               state: SessionState | None = None, *, terminal: bool = False) -> LoopEvent:
+    """The event of a warn or block; ``ctx`` names the session, run, agent and call id;
+    ``terminal`` marks the block that ends the run (the terminal stop)."""
     return LoopEvent(
         session=ctx.session, run=ctx.run_id, agent=ctx.agent, call_id=ctx.call_id, tool=tool,
         level=detection.level, action=action, detector=detection.detector,
         count=detection.count, message=detection.message,
         paired_tool=detection.paired_tool_name,
         learned=learned_for(state.learned, tool) if state is not None else (),
+        terminal=terminal,
     )

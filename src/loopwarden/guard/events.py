@@ -35,6 +35,7 @@ class LoopEvent:
     call_id: str | None = None
     paired_tool: str | None = None
     learned: tuple[str, ...] = ()  # the tool's learned volatile result fields (early preset)
+    terminal: bool = False  # a block that is the terminal stop: it ends the run
     timestamp: int = field(default_factory=now_ms)
     type: str = "tool.loop"
 

@@ -254,9 +254,15 @@ class FileScan:
         return next((f for f in self.findings if f.action == action), None)
 
     def first_label(self, action: str) -> str:
-        """``"#12 known_poll_no_progress"`` for the first finding with ``action``, else ``""``."""
+        """``"#12 known_poll_no_progress"`` for the first finding with ``action``, else ``""``
+        (the call's number counted from 1)."""
         finding = self.first(action)
-        return "" if finding is None else f"#{finding.index} {finding.detector}"
+        return "" if finding is None else f"#{finding.call_number} {finding.detector}"
+
+    @property
+    def stop(self) -> Finding | None:
+        """The terminal stop: the first block that would have ended its run, if any."""
+        return next((f for f in self.findings if f.terminal), None)
 
     def without_trace(self) -> FileScan:
         """The scan itself, its per-call trace dropped (it holds every call's data)."""

@@ -157,8 +157,8 @@ _KINDS: dict[str, Kind] = {
 
 
 def field_text(name: str, value: Any) -> str | None:
-    """An event field as flat text (``None`` for an absent or empty value)."""
-    if value is None or (isinstance(value, (tuple, list, dict)) and not value):
+    """An event field as flat text (``None`` for an absent or empty value, or a false flag)."""
+    if value is None or value is False or (isinstance(value, (tuple, list, dict)) and not value):
         return None
     kind = _KINDS.get(name, "json")
     if kind == "int" and type(value) is int:

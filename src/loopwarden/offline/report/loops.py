@@ -62,6 +62,11 @@ class LoopReport:
         """The span's first block, or None."""
         return next((f for f in self.findings if f.action == "block"), None)
 
+    @property
+    def stop(self) -> Finding | None:
+        """The span's terminal stop (the block that would have ended the run), or None."""
+        return next((f for f in self.findings if f.terminal), None)
+
     def count(self, action: str) -> int:
         """How many of the span's findings have ``action`` ("warn" or "block")."""
         return sum(1 for f in self.findings if f.action == action)
