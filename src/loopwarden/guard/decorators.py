@@ -17,6 +17,7 @@ from ..base.log import get_logger
 from ..base.text import optional_id, text_id
 from .core import internal_error
 from .verdicts import (
+    EndOfRun,
     ExitBehavior,
     LoopBlockedError,
     Verdict,
@@ -88,7 +89,7 @@ class _Ids(TypedDict):
 class _FunctionDoor:
     """What ``guard.wrap`` needs per call: argument binding, ids, and the block/note policy."""
 
-    __slots__ = ("exit_behavior", "guard", "on_block", "run", "session", "signature",
+    __slots__ = ("end_of_run", "guard", "on_block", "run", "session", "signature",
                  "tool_name")
 
     def __init__(self, guard: LoopGuard, tool_name: str, signature: inspect.Signature | None,
@@ -101,7 +102,7 @@ class _FunctionDoor:
         self.session = session
         self.run = run
         self.on_block = on_block
-        self.exit_behavior = exit_behavior
+        self.end_of_run = EndOfRun(exit_behavior)
 
     def start(self, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[dict[str, Any], _Ids] | None:
         """The call's bound arguments and ids, or None (logged and counted) when they cannot
@@ -126,7 +127,8 @@ class _FunctionDoor:
         return dict(bound.arguments)
 
     def blocked(self, verdict: Verdict, ids: _Ids) -> Any:
-        if verdict.terminate and self.exit_behavior != "continue":
+        # A decorated function cannot end the run: at the end, as for "error", it raises.
+        if self.end_of_run.action(verdict.terminate) in ("end", "raise"):
             raise terminated_error(verdict, session=ids["session"], run_id=ids["run_id"])
         if self.on_block == "raise":
             raise LoopBlockedError(verdict)
