@@ -11,7 +11,8 @@ import pytest
 
 from loopwarden import LoopDetectionConfig, LoopEvent, LoopGuard, ToolCall, replay
 from loopwarden.calibration import score_run
-from loopwarden.detectors import RULES, Detection, Facts, evaluate, no_progress_cycle
+from loopwarden.detectors import RULES, Detection, Facts, evaluate
+from loopwarden.detectors.cycle import no_progress_cycle
 from loopwarden.engine import LoopDetector
 from loopwarden.history import SessionState
 from spec_helpers import VETO_RESULT, Spec, text_result

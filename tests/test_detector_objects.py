@@ -19,14 +19,8 @@ import pytest
 
 from loopwarden import LoopDetectionConfig
 from loopwarden.detectors import (
-    ARGUMENT_CHURN,
-    CYCLE,
     DETECTORS,
-    ERROR_REPEAT,
-    NO_PROGRESS,
-    PING_PONG,
     RULES,
-    UNKNOWN_TOOL,
     Detector,
     Facts,
     Limits,
@@ -34,6 +28,12 @@ from loopwarden.detectors import (
     Score,
     evaluate,
 )
+from loopwarden.detectors.churn import ARGUMENT_CHURN
+from loopwarden.detectors.cycle import CYCLE, cycle_possible
+from loopwarden.detectors.error_repeat import ERROR_REPEAT
+from loopwarden.detectors.no_progress import NO_PROGRESS
+from loopwarden.detectors.pingpong import PING_PONG
+from loopwarden.detectors.unknown_tool import UNKNOWN_TOOL
 from loopwarden.engine import LoopDetector
 from loopwarden.history import RunView, SessionState
 from spec_helpers import POLL_RESULT, VETO_RESULT, text_result
@@ -207,9 +207,7 @@ def _strict_repeat(view: RunView, call: Prospect, limits: Limits) -> bool:
 
 def _cycle_without_vetoes(view: RunView, call: Prospect, limits: Limits) -> bool:
     """CYCLE's pre-check without its newest-veto case (a retry takes no step)."""
-    from loopwarden.detectors.cycle import _cycle_possible
-
-    return bool(view.by_key.get(call.args_hash)) and _cycle_possible(
+    return bool(view.by_key.get(call.args_hash)) and cycle_possible(
         view.records, call.args_hash, limits.warning)
 
 
@@ -228,8 +226,6 @@ def test_a_cycle_can_fire_right_after_a_veto_that_the_cycle_shape_check_misses()
     """Why CYCLE's pre-check says yes to a newest veto: a blocked step retried takes no step
     of the cycle, which the positional check (this call k steps back) cannot see. (The old
     single gate covered it through the unknown-tool check, which a cycle should not rely on.)"""
-    from loopwarden.detectors.cycle import _cycle_possible
-
     detector = LoopDetector(LoopDetectionConfig(
         enabled=True, warning_threshold=5, critical_threshold=7,
         global_circuit_breaker_threshold=9))
@@ -243,7 +239,7 @@ def test_a_cycle_can_fire_right_after_a_veto_that_the_cycle_shape_check_misses()
     facts = Facts.measure(state, None, call, detector.limits)
     found = evaluate(facts, detector.limits, [r for r in RULES if r.family is CYCLE])
     assert found is not None and (found.detector, found.count) == ("global_circuit_breaker", 11)
-    assert not _cycle_possible(view.records, call.args_hash, detector.limits.warning)
+    assert not cycle_possible(view.records, call.args_hash, detector.limits.warning)
     assert CYCLE.may_fire(view, call, detector.limits)
 
 

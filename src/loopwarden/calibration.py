@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import LoopDetectionConfig
-from .detectors import DETECTORS, Facts, Limits, Prospect
+from .detectors import DETECTORS, SWITCHES, Facts, Limits, Prospect
 from .engine import LoopDetector
 from .errors import LoopwardenError
 from .history import SessionState
@@ -57,7 +57,7 @@ def score_run(calls: Iterable[ToolCall], config: LoopDetectionConfig | None = No
     state = SessionState()
     scores = [0, 0, 0, 0]
 
-    limits = Limits(error_repeat_on=True, progress=detector.limits.progress)
+    limits = Limits(progress=detector.limits.progress, switches=SWITCHES)
 
     def measure(prospect: Prospect, run: str | None) -> None:
         facts = Facts.measure(state, run, prospect, limits)

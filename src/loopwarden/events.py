@@ -9,7 +9,7 @@ from typing import Any
 
 from ._log import get_logger
 from ._text import log_repr, log_text
-from .detectors import unknown_tool_message
+from .detectors.unknown_tool import unknown_tool_message
 from .history import now_ms
 
 __all__ = ["EventSink", "LoggingSink", "LoopEvent", "deliver", "log_text"]

@@ -334,11 +334,24 @@ class LoopDetectionConfig(_LoopDetectionBlock):
         return self.enabled is not False
 
     @property
+    def detector_switches(self) -> frozenset[str]:
+        """The detector switches that are on (snake_case keys of ``detectors``): those set to
+        true, and those left unset (``None``) that the preset turns on. The engine reads its
+        switches from here only (a test checks the keys against the detectors' registry)."""
+        detectors = self.detectors
+        on: set[str] = set()
+        for name in type(detectors).model_fields:
+            value = getattr(detectors, name)
+            if value is None:
+                value = getattr(self._rules, name)
+            if value:
+                on.add(name)
+        return frozenset(on)
+
+    @property
     def error_repeat_enabled(self) -> bool:
         """``detectors.errorRepeat`` when set, else the preset's choice."""
-        if self.detectors.error_repeat is not None:
-            return self.detectors.error_repeat
-        return self._rules.error_repeat
+        return "error_repeat" in self.detector_switches
 
     @property
     def post_outcome_warnings(self) -> bool:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .._log import get_logger
 from .._text import log_text
-from ..detectors import Detection, Facts, Limits, Prospect, evaluate, gates_for, write_churn
+from ..detectors import DETECTORS, RULES, Detection, Facts, Limits, Prospect, evaluate, gates_for
+from ..detectors.churn import write_churn
 from ..fingerprint import Outcome, error_text
 from ..history import (
     OUTCOME_VETO,
@@ -37,38 +38,17 @@ log = get_logger("loopwarden.detection")
 _TOOL_LIMITS_CACHE_SIZE = 1024  # tool names: a model can invent any number of them
 _UNRESOLVED = Limits()  # a cache-miss marker (compared by identity)
 
-_DETECTOR_LOG: dict[tuple[str, str], tuple[int, str]] = {
-    ("global_circuit_breaker", "critical"): (
-        logging.ERROR, "Global circuit breaker triggered: {tool} repeated {n} times with no progress"),
-    ("known_poll_no_progress", "critical"): (
-        logging.ERROR, "Critical polling loop detected: {tool} repeated {n} times"),
-    ("known_poll_no_progress", "warning"): (
-        logging.WARNING, "Polling loop warning: {tool} repeated {n} times"),
-    ("ping_pong", "critical"): (
-        logging.ERROR, "Critical ping-pong loop detected: alternating calls count={n} currentTool={tool}"),
-    ("ping_pong", "warning"): (
-        logging.WARNING, "Ping-pong loop warning: alternating calls count={n} currentTool={tool}"),
-    ("cycle", "critical"): (
-        logging.ERROR, "Critical cycle loop detected: repeating cycle count={n} currentTool={tool}"),
-    ("cycle", "warning"): (
-        logging.WARNING, "Cycle loop warning: repeating cycle count={n} currentTool={tool}"),
-    ("generic_repeat", "critical"): (
-        logging.ERROR, "Critical generic loop detected: {tool} repeated {n} times"),
-    ("argument_churn", "warning"): (
-        logging.WARNING, "Argument churn warning: {tool} cycled through stable argument patterns"),
-    ("generic_repeat", "warning"): (
-        logging.WARNING, "Loop warning: {tool} called {n} times with identical arguments"),
-    ("error_repeat", "critical"): (
-        logging.ERROR, "Critical error repeat detected: {tool} failed {n} times with the same error"),
-    ("error_repeat", "warning"): (
-        logging.WARNING, "Error repeat warning: {tool} failed {n} times with the same error"),
-}
+# The rows' log lines, by (detector, level): rows that report the same detection log alike.
+_LOG_LINES: dict[tuple[str, str], str] = {
+    (rule.detector, rule.level): rule.log for rule in RULES if rule.log is not None}
+_LOG_LEVELS = {"warning": logging.WARNING, "critical": logging.ERROR}
 
 
 class LoopDetector(Fingerprinter):
     """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
 
-    __slots__ = ("_gates", "_history_size", "_per_tool", "_tool_limits", "config", "limits")
+    __slots__ = ("_error_identities", "_gates", "_history_size", "_per_tool", "_tool_limits",
+                 "config", "limits")
 
     def __init__(
         self, config: LoopDetectionConfig | None = None, profiles: object = None
@@ -83,6 +63,9 @@ class LoopDetector(Fingerprinter):
         # The O(1) pre-checks of the detectors the switches leave on (per-tool limits change
         # thresholds only), asked in turn before a call is measured.
         self._gates = gates_for(self.limits)
+        # Failed outcomes' error identities, for the detectors that read them.
+        self._error_identities = any(
+            d.reads_error_identity and d.enabled(self.limits) for d in DETECTORS)
         self._history_size = self.config.history_size
         # perTool: limits resolved once per tool name (None: exempt). Empty perTool skips all.
         self._per_tool = bool(self.config.per_tool)
@@ -206,10 +189,10 @@ class LoopDetector(Fingerprinter):
                                     or outcome.outcome_kind is not None
                                     or (outcome.result_hash or "").startswith("error:")):
                 record.mutating = False
-            if self.limits.error_repeat_on:
+            if self._error_identities:
                 state.set_error_identity(record, outcome.error_identity_hash)
             return record
-        if self.limits.error_repeat_on and error is not MISSING and error is not None:
+        if self._error_identities and error is not MISSING and error is not None:
             masked = mask_volatile(error_text(error))
             state.set_error_identity(
                 record, hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest())
@@ -306,11 +289,12 @@ def _log_detection(detection: Detection, tool: str, state: SessionState, run: st
     """The detector's log line. OpenClaw logs it on every evaluation (a warning on every call
     from the 10th to the 19th); loopwarden logs a warning once per warning bucket, when the
     guard warns (spec §f.2's dedupe, the same key and bucket), and a critical every time."""
-    entry = _DETECTOR_LOG.get((detection.detector, detection.level))
-    if entry is None or not log.isEnabledFor(entry[0]):
+    line = _LOG_LINES.get((detection.detector, detection.level))
+    level = _LOG_LEVELS[detection.level]
+    if line is None or not log.isEnabledFor(level):
         return
     if detection.level == "warning" and not state.warning_is_new(
             warning_key(detection.detector, detection.warning_key, tool, run),
             warning_bucket(detection.count, limits.warning)):
         return
-    log.log(entry[0], entry[1].format(tool=log_text(tool), n=detection.count))
+    log.log(level, line.format(tool=log_text(tool), n=detection.count))
