@@ -33,6 +33,8 @@ NESTED_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
         "argument_churn": _BOOL,
         "error_repeat": _OPTIONAL_BOOL,
         "cycle": _BOOL,
+        "one_tool_cycle": _BOOL,
+        "failure_repeat": _BOOL,
     },
     "post_compaction_guard": {"window_size": _COUNT},
 }

@@ -133,7 +133,7 @@ def test_each_switch_is_read_in_one_place() -> None:
     not_fields = [s for s in SWITCHES if s not in Limits.__dataclass_fields__]
     switches, not_fields_alt = "|".join(SWITCHES), "|".join(not_fields)
     pattern = re.compile(
-        rf"\.(error_repeat_on|detectors\.({switches}))\b|limits\.({not_fields_alt})\b")
+        rf"\.error_repeat_on\b|\b(?:config|self)\.detectors\.({switches})\b|limits\.({not_fields_alt})\b")
     assert [(p.name, m.group(0)) for p, text in sources.items()
             for m in pattern.finditer(text)] == []
     readers = sorted(p.relative_to(SRC).as_posix() for p, text in sources.items()

@@ -63,13 +63,18 @@ class DetectorsConfig(_ConfigModel):
     ping_pong: bool = True
     argument_churn: bool = True
     cycle: bool = True  # loopwarden extension: cycles of period 3-6, on in both presets
+    # loopwarden extensions (issue 21), on in both presets: one tool cycling its arguments,
+    # and one failure repeated whatever fresh argument values it echoes.
+    one_tool_cycle: bool = True
+    failure_repeat: bool = True
     # loopwarden extension; None lets the preset decide (on for "early").
     error_repeat: bool | None = None
 
     _bools = field_validator(
         "generic_repeat", "known_poll_no_progress", "ping_pong", "argument_churn", mode="before"
     )(_strict_bool)
-    _cycle_bool = field_validator("cycle", mode="before")(_strict_bool)
+    _cycle_bool = field_validator(
+        "cycle", "one_tool_cycle", "failure_repeat", mode="before")(_strict_bool)
     _optional = field_validator("error_repeat", mode="before")(_optional_bool)
 
 

@@ -167,6 +167,12 @@ class Detector(ABC, Generic[T]):
     #: Whether its measurement reads the error identities of failed outcomes (the engine
     #: computes them only for such a detector).
     reads_error_identity: bool = False
+    #: Whether it reads which calls change the world (``CallRecord.mutating``, which the
+    #: fingerprinter then computes in every preset).
+    reads_mutations: bool = False
+    #: Whether it reads failures' identities with the call's own argument values masked
+    #: (``CallRecord.echo_failure_hash``, which the engine then computes).
+    reads_failure_echo: bool = False
 
     def enabled(self, limits: Limits) -> bool:
         """Whether any of its rows can fire under these switches: a detector whose switches

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
+from ..history import OUTCOME_VETO, OUTCOME_WRITE_MUTATION, CallRecord, RunView, SessionState
 from .base import Detector, Facts, Limits, Prospect, Rule, Score
 
 
@@ -27,7 +27,8 @@ NO_CYCLE = Cycle()
 CYCLE_PERIODS = (3, 4, 5, 6)
 
 
-def no_progress_cycle(state: SessionState, run: str | None, call: Prospect) -> Cycle:
+def no_progress_cycle(state: SessionState, run: str | None, call: Prospect, *,
+                      one_tool: bool = False) -> Cycle:
     """loopwarden's cycle: the run's newest calls repeat a sequence of k calls (k in
     :data:`CYCLE_PERIODS`, the
     prospective call being its next step; at least two tools), at least twice over, with the
@@ -38,15 +39,21 @@ def no_progress_cycle(state: SessionState, run: str | None, call: Prospect) -> C
     and a veto followed by the same call again is a retry that keeps the model's place in the
     cycle. Either way it counts, so a model that insists climbs from critical to the breaker
     instead of being let through after one block. A pending record (outcome unknown) ends the
-    tail."""
+    tail.
+
+    ``one_tool``: instead, cycles of one tool over k distinct argument sets whose steps do not
+    all share one outcome (that is argument churn); a call that changes the world (a mutating
+    call, a write) ends the tail (see :mod:`.one_tool_cycle`)."""
+    if one_tool and call.mutating:
+        return NO_CYCLE
     records = state.run_records(run)
     best = NO_CYCLE
     for k in CYCLE_PERIODS:
         if len(records) + 1 < 2 * k:
             break
-        found, ambiguous = _cycle_walk(records, call, k, retries_first=False)
+        found, ambiguous = _cycle_walk(records, call, k, retries_first=False, one_tool=one_tool)
         if ambiguous:  # a veto among the newest k steps could be a retry or a blocked step
-            other, _ = _cycle_walk(records, call, k, retries_first=True)
+            other, _ = _cycle_walk(records, call, k, retries_first=True, one_tool=one_tool)
             if other.count > found.count:
                 found = other
         if found.count > best.count:
@@ -55,7 +62,8 @@ def no_progress_cycle(state: SessionState, run: str | None, call: Prospect) -> C
 
 
 def _cycle_walk(
-    records: Sequence[CallRecord], call: Prospect, k: int, *, retries_first: bool
+    records: Sequence[CallRecord], call: Prospect, k: int, *, retries_first: bool,
+    one_tool: bool = False,
 ) -> tuple[Cycle, bool]:
     """The period-``k`` cycling tail ending with ``call``, and whether a veto among its newest
     ``k`` steps was ambiguous (while the cycle's steps are not yet known, a veto of the call
@@ -83,6 +91,8 @@ def _cycle_walk(
         else:
             if r.result_hash is None:  # pending: its outcome is unknown
                 break
+            if one_tool and (r.mutating or r.outcome_kind == OUTCOME_WRITE_MUTATION):
+                break  # a change to the world is progress
             if m >= k and key != keys[m - k]:
                 break
             slot = m % k
@@ -94,7 +104,7 @@ def _cycle_walk(
         keys.append(key)
         if m < k:
             tools.append(r.tool_name)
-            if m + 1 == k and (len(set(tools)) == 1 or not _primitive(keys)):
+            if m + 1 == k and ((len(set(tools)) == 1) != one_tool or not _primitive(keys)):
                 # One tool cycling its arguments is OpenClaw's argument churn, warning-only by
                 # design (and §i scenario 28); a shorter period is a repeat or a ping-pong.
                 return NO_CYCLE, ambiguous
@@ -102,6 +112,8 @@ def _cycle_walk(
         after = key
     if len(keys) < 2 * k:
         return NO_CYCLE, ambiguous
+    if one_tool and len({a for a in anchors if a is not None}) < 2:
+        return NO_CYCLE, ambiguous  # one outcome for every variant: argument churn
     order = (0, *range(k - 1, 0, -1))  # this call, then the steps that follow it in the cycle
     return Cycle(count, tuple(keys[i] for i in order), tuple(tools[i] for i in order)), ambiguous
 
@@ -114,10 +126,11 @@ def _primitive(steps: Sequence[str]) -> bool:
     )
 
 
-def _unpaced_cycle(state: SessionState, run: str | None, call: Prospect) -> Cycle:
+def unpaced_cycle(state: SessionState, run: str | None, call: Prospect, *,
+                  one_tool: bool = False) -> Cycle:
     """``early``: a cycle with a pacing step (build, sleep, status, ...) waits on purpose; the
     paced poll is judged by its own streak, as a ping-pong with a pacing side is."""
-    cycle = no_progress_cycle(state, run, call)
+    cycle = no_progress_cycle(state, run, call, one_tool=one_tool)
     if cycle.count and any(r.pacing for r in list(state.run_records(run))[-len(cycle.steps):]):
         return NO_CYCLE
     return cycle
@@ -171,7 +184,7 @@ class CycleDetector(Detector[Cycle]):
         """The no-progress cycle; ``early``: only an unpaced one, and none for a pacing call."""
         if not limits.progress:
             return no_progress_cycle(state, run, call)
-        return NO_CYCLE if call.pacing else _unpaced_cycle(state, run, call)
+        return NO_CYCLE if call.pacing else unpaced_cycle(state, run, call)
 
     def score(self, facts: Facts, limits: Limits) -> Score:
         """The cycle's count against both thresholds (its outcomes repeat by construction)."""

@@ -15,7 +15,16 @@ from functools import lru_cache
 from typing import Any
 
 from ..history import RunView
-from . import churn, cycle, error_repeat, no_progress, pingpong, unknown_tool
+from . import (
+    churn,
+    cycle,
+    error_repeat,
+    failure_repeat,
+    no_progress,
+    one_tool_cycle,
+    pingpong,
+    unknown_tool,
+)
 from .base import Detection, Detector, Facts, Limits, Prospect, Rule
 
 RULES: tuple[Rule, ...] = (
@@ -27,15 +36,20 @@ RULES: tuple[Rule, ...] = (
     # loopwarden's cycles rank right after ping-pong (period 2).
     cycle.BREAKER,
     cycle.CRITICAL,
+    one_tool_cycle.BREAKER,
+    one_tool_cycle.CRITICAL,
     pingpong.WARNING,
     no_progress.GENERIC_CRITICAL,
     error_repeat.CRITICAL,
+    failure_repeat.CRITICAL,
     # Below every critical, so that a cycle's warning never turns an existing block into a
     # warning.
     cycle.WARNING,
+    one_tool_cycle.WARNING,
     churn.WARNING,
     no_progress.GENERIC_WARNING,
     error_repeat.WARNING,
+    failure_repeat.WARNING,
 )
 
 #: The detectors, in the order of their first rule: every family of ``RULES``, and no other.

@@ -66,6 +66,10 @@ class LoopDetector(Fingerprinter):
         # Failed outcomes' error identities, for the detectors that read them.
         self._error_identities = any(
             d.reads_error_identity and d.enabled(self.limits) for d in DETECTORS)
+        if any(d.reads_mutations and d.enabled(self.limits) for d in DETECTORS):
+            self._mutations = True
+        self._failure_echo = any(
+            d.reads_failure_echo and d.enabled(self.limits) for d in DETECTORS)
         self._history_size = self.config.history_size
         # perTool: limits resolved once per tool name (None: exempt). Empty perTool skips all.
         self._per_tool = bool(self.config.per_tool)
@@ -183,6 +187,7 @@ class LoopDetector(Fingerprinter):
         record.failure_identity_hash = outcome.failure_identity_hash
         record.unknown_tool_name = outcome.unknown_tool_name
         record.no_progress = outcome.no_progress
+        record.echo_failure_hash = outcome.echo_failure_hash
         if self._progress:
             # A failed or blocked call changed nothing, so it is no mutation.
             if record.mutating and (outcome.error_identity_hash is not None

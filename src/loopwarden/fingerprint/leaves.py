@@ -170,15 +170,41 @@ def leaf_digest(text: str) -> str:
     text_hash = _short_hash(raw)
     if shape == raw:  # no digits: nothing to mask, and no token (a token has a digit)
         return text_hash * 3 + "-"
-    measured = _MEASURED().sub(_mask_measurement, text).encode("utf-8", "surrogatepass")
+    mask = _mask_gauge if _is_progress_text(text) else _mask_measurement
+    measured = _MEASURED().sub(mask, text).encode("utf-8", "surrogatepass")
     token = "t" if _TOKEN().fullmatch(text.strip()) else "-"
     return text_hash + _short_hash(shape) + (
         text_hash if measured == raw else _short_hash(measured)) + token
 
 
+# Words that say a percentage or a byte size counts work done (issue 21): such a number that
+# changes is progress, never learned away. Without them (``cpu 0.3%``, ``mem 62.5mb`` in a
+# status table) it is a gauge, learned as volatile. A leaf that is one measurement alone
+# (``{"progress": "12%"}``) is progress too.
+_PROGRESS_CUE = lazy_pattern(
+    r"\b(?:done|complete[ds]?|progress|download(?:ed|ing)?|upload(?:ed|ing)?|cop(?:ied|ying)|"
+    r"transferr(?:ed|ing)|receiv(?:ed|ing)|written|writing|processed|fetched|"
+    r"extract(?:ed|ing)|install(?:ed|ing)|remaining|of)\b", re.IGNORECASE)
+_LONE_MEASURE = lazy_pattern(r"\s*\d+(?:[.,]\d+)?\s?(?:%|[kmgtp]i?b|b)\s*", re.IGNORECASE)
+
+
+def _is_progress_text(text: str) -> bool:
+    return _LONE_MEASURE().fullmatch(text) is not None or _PROGRESS_CUE().search(text) is not None
+
+
+def _mask_gauge(match: re.Match[str]) -> str:
+    """:func:`_mask_measurement` for a text that counts progress: its percentages and byte
+    sizes stay as they are."""
+    unit = match.group(2)
+    if unit is not None and (unit == "%" or unit[-1] in "bB"):
+        return match.group(0)
+    return _mask_measurement(match)
+
+
 def _mask_measurement(match: re.Match[str]) -> str:
     """A number with a unit becomes ``#`` (its unit kept); a bare number stays as it is."""
-    if match.group(2) is None:
+    unit = match.group(2)
+    if unit is None:
         return match.group(0)
     return "#" + match.group(0)[len(match.group(1)):]
 
