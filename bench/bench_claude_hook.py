@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 # The body of the `loopwarden` console script pip writes (project.scripts in pyproject.toml).
-CONSOLE_SCRIPT = "import sys; from loopwarden._entry import main; sys.exit(main())"
+CONSOLE_SCRIPT = "import sys; from loopwarden.cli._entry import main; sys.exit(main())"
 SESSION = "bench-session"
 PROMPT = "bench-prompt"
 

@@ -80,7 +80,7 @@ def corpus_stream() -> list[tuple[str, Any, Any]]:
     from pathlib import Path
 
     from loopwarden import MISSING
-    from loopwarden.transcripts import iter_transcript_files, read_transcript
+    from loopwarden.offline.transcripts import iter_transcript_files, read_transcript
 
     root = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "normalized"
     if not root.is_dir():

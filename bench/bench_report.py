@@ -6,7 +6,7 @@ Default PATH is ../shared/corpus/raw (read from there, never copied in). Runs wh
 runs, ``loopwarden scan --html OUT PATH`` (interpreter start and imports included), in a child
 process, and the same scan without ``--html`` for comparison. Prints the wall clock, the CPU
 seconds of the scanning process itself and of the plot worker it forks (the timelines are
-drawn there, in parallel: see loopwarden.report.plotter), and the report's size, against the
+drawn there, in parallel: see loopwarden.offline.report.plotter), and the report's size, against the
 budget of 2 MB and 5 s. On an idle machine with two cores the wall clock is about the larger
 of the two CPU times; on a busy one it also counts the waits for a core, so the budget is
 checked on the CPU time of the critical path.

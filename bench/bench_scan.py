@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from loopwarden import LoopDetectionConfig, __version__, replay
-from loopwarden.scan import scanning
-from loopwarden.transcripts import iter_transcript_files, read_transcript
+from loopwarden.offline.scan import scanning
+from loopwarden.offline.transcripts import iter_transcript_files, read_transcript
 
 
 def _default_root() -> Path:

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from loopwarden.transcripts import read_transcript
+from loopwarden.offline.transcripts import read_transcript
 
 Records = Callable[[int], Iterator[dict[str, Any]]]
 

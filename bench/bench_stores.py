@@ -177,7 +177,7 @@ def cost_table(pairs: int) -> None:
 
     run("memory", MemoryStore(), pairs * 5)
     with tempfile.TemporaryDirectory() as tmp:
-        from loopwarden.stores.sqlite import SQLiteStore
+        from loopwarden.guard.stores.sqlite import SQLiteStore
 
         with SQLiteStore(Path(tmp) / "bench.db") as sqlite_store:
             run("sqlite", sqlite_store, pairs)
@@ -185,7 +185,7 @@ def cost_table(pairs: int) -> None:
         if url is None:
             print(f"{'redis':<12} skipped: no server reachable and redis-server not installed")
             return
-        from loopwarden.stores.redis import RedisStore
+        from loopwarden.guard.stores.redis import RedisStore
 
         prefix = f"loopwarden-bench:{uuid.uuid4().hex}:"
         redis_store = RedisStore(url, prefix=prefix)

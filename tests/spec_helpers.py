@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopwarden import LoopDetectionConfig, LoopDetector, SessionState
-from loopwarden.detectors import Detection
+from loopwarden.engine.detectors import Detection
 
 ENABLED = LoopDetectionConfig(enabled=True)
 R_SAME: dict[str, Any] = {"content": [{"type": "text", "text": "same output"}], "details": {"ok": True}}

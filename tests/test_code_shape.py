@@ -19,7 +19,7 @@ LARGER_CLASSES = {
     # The only code that mutates the history window, its per-run views and its per-call and
     # per-key indexes; split, the indexes would have to be shared across classes to stay
     # consistent.
-    "history.py:SessionState": 280,
+    "engine/history.py:SessionState": 280,
 }
 
 

@@ -1,6 +1,8 @@
-"""README.md's snippets run as pasted, and the CLI's install hints match the README's.
+"""The snippets of README.md and of every docs/ page run as pasted, and the CLI's install hints
+match the README's.
 
-Every fenced block of README.md is parsed, in order:
+Every fenced block of README.md and of each ``docs/**/*.md`` page is parsed, each file on its own
+and in order:
 
 - ```python blocks run, each in a fresh ``python`` subprocess (a timeout, a temporary folder as
   the working directory and ``$HOME``, ``PYTHONPATH`` inherited);
@@ -18,7 +20,8 @@ HTML comments right before a block (invisible on GitHub) say what it needs:
 - ``<!-- expect: TEXT -->``: the block's output contains TEXT;
 - ``<!-- continues -->``: the block runs after the runnable block before it, in its folder;
 - ``<!-- needs: WHAT -->``: ``redis`` (run against ``$LOOPWARDEN_REDIS_URL``, else a local
-  server, else skipped) or ``corpus`` (the shared corpus beside the checkout, else skipped);
+  server, else skipped) or ``corpus`` (the development corpus, found beside the checkout and
+  given to the block as ``$CORPUS``, else skipped);
   anything else (a model's API key, the network) must come with
 - ``<!-- fake: NAME -->``: the block runs with the real thing swapped for a scripted fake from
   ``FAKES`` below (a fake model that keeps looping, a stub MCP server): the snippet's own
@@ -41,6 +44,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+DOCS = REPO / "docs"
+# Every file whose snippets run: the README, then the site's pages.
+DOCUMENTS = [README, *sorted(DOCS.rglob("*.md"))]
 EXAMPLES = REPO / "examples"
 TIMEOUT = 180  # seconds per block; the slowest (a scripted LangChain run) takes a few
 
@@ -163,7 +169,7 @@ FAKES: dict[str, Fake] = {
 }
 
 
-# --- parsing README.md ------------------------------------------------------------------------
+# --- parsing README.md and docs/ ---------------------------------------------------------------
 
 FENCE = re.compile(r"^(?P<indent> *)(?P<ticks>`{3,})(?P<info>[^`]*)$")
 MARKER = re.compile(r"^\s*<!--\s*(?P<key>[a-z-]+)\s*(?::\s*(?P<value>.*?))?\s*-->\s*$")
@@ -171,6 +177,7 @@ MARKER = re.compile(r"^\s*<!--\s*(?P<key>[a-z-]+)\s*(?::\s*(?P<value>.*?))?\s*--
 
 @dataclass
 class Block:
+    source: str  # the file, relative to the repository: README.md, docs/scan.md
     line: int  # 1-based line of the opening fence
     lang: str
     code: str
@@ -181,7 +188,7 @@ class Block:
 
     @property
     def id(self) -> str:
-        return f"README.md:{self.line}:{self.lang or 'text'}"
+        return f"{self.source}:{self.line}:{self.lang or 'text'}"
 
     def has(self, key: str) -> bool:
         return key in self.markers
@@ -194,8 +201,9 @@ class ReadmeError(AssertionError):
     pass
 
 
-def parse_readme(text: str) -> list[Block]:
-    """Every fenced block, with the markers right before it; raises on a stray marker."""
+def parse_readme(text: str, source: str = "README.md") -> list[Block]:
+    """Every fenced block of one file, with the markers right before it; raises on a stray
+    marker. ``file:`` and ``continues`` markers reach only the later blocks of the same file."""
     lines = text.splitlines()
     blocks: list[Block] = []
     pending: dict[str, list[str]] = {}
@@ -219,18 +227,18 @@ def parse_readme(text: str) -> list[Block]:
                 body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
                 i += 1
             if i == len(lines):
-                raise ReadmeError(f"README.md:{len(blocks) and blocks[-1].line}: unclosed fence")
-            blocks.append(Block(line=i - len(body), lang=fence["info"].strip().lower(),
+                raise ReadmeError(f"{source}:{len(blocks) and blocks[-1].line}: unclosed fence")
+            blocks.append(Block(source=source, line=i - len(body), lang=fence["info"].strip().lower(),
                                 code="\n".join(body) + "\n", markers=pending))
             pending, pending_at = {}, 0
             i += 1
             continue
         if line.strip() and pending:
-            raise ReadmeError(f"README.md:{pending_at}: marker {sorted(pending)} is not "
+            raise ReadmeError(f"{source}:{pending_at}: marker {sorted(pending)} is not "
                               "followed by a fenced block")
         i += 1
     if pending:
-        raise ReadmeError(f"README.md:{pending_at}: marker {sorted(pending)} at the end")
+        raise ReadmeError(f"{source}:{pending_at}: marker {sorted(pending)} at the end")
     _link(blocks)
     return blocks
 
@@ -269,7 +277,12 @@ def _link(blocks: list[Block]) -> None:
             last_runnable = block
 
 
-BLOCKS = parse_readme(README.read_text(encoding="utf-8"))
+def _relative(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+BLOCKS = [block for document in DOCUMENTS
+          for block in parse_readme(document.read_text(encoding="utf-8"), _relative(document))]
 RUNNABLE = [b for b in BLOCKS if b.lang in PYTHON | SHELL]
 
 
@@ -304,7 +317,7 @@ def skip_reason(block: Block) -> str | None:
 # --- running ----------------------------------------------------------------------------------
 
 def _corpus() -> Path | None:
-    """The shared corpus, as the README's commands reach it: ``../shared/corpus``."""
+    """The development corpus (not part of a clone): ``shared/corpus`` beside the checkout."""
     for parent in REPO.parents:
         if (parent / "shared" / "corpus").is_dir():
             return parent / "shared" / "corpus"
@@ -314,11 +327,8 @@ def _corpus() -> Path | None:
 @pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:
     """``$LOOPWARDEN_REDIS_URL``, else a local server, else one started here (as the store tests)."""
-    sys.path.insert(0, str(REPO / "tests" / "stores"))
-    try:
-        from redis_server import DEFAULT_URL, REDIS_SERVER, RedisServer, redis_reachable
-    finally:
-        sys.path.pop(0)
+    from redis_server import DEFAULT_URL, REDIS_SERVER, RedisServer, redis_reachable
+
     env = os.environ.get("LOOPWARDEN_REDIS_URL")
     if env:
         if not redis_reachable(env):
@@ -347,7 +357,7 @@ def _workspace(root: Path, block: Block) -> tuple[Path, dict[str, str]]:
     # `loopwarden` is the console script's entry point, `python` this interpreter: both run
     # this checkout's code (PYTHONPATH), whatever is installed.
     shims = {"loopwarden": f'exec "{sys.executable}" -c "import sys; '
-                           f'from loopwarden._entry import main; sys.exit(main())" "$@"',
+                           f'from loopwarden.cli._entry import main; sys.exit(main())" "$@"',
              "python": f'exec "{sys.executable}" "$@"'}
     for name, body in shims.items():
         shim = bin_dir / name
@@ -356,10 +366,10 @@ def _workspace(root: Path, block: Block) -> tuple[Path, dict[str, str]]:
     for name, text in block.files.items():
         (work / name).write_text(text)
     corpus = _corpus()
-    if corpus is not None and not (root / "shared").exists():
-        (root / "shared").symlink_to(corpus.parent, target_is_directory=True)
     env = child_env(HOME=str(home), PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                     COLUMNS="80", NO_COLOR="1")
+    if corpus is not None:
+        env["CORPUS"] = str(corpus)  # the docs' commands name it $CORPUS
     for name in ("LOOPWARDEN_DB", "LOOPWARDEN_DISABLED", "LOOPWARDEN_MCP_MAX_MESSAGE_BYTES",
                  "LOOPWARDEN_DEBUG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "FORCE_COLOR"):
         env.pop(name, None)  # a real key must not be needed, nor used by accident
@@ -464,10 +474,15 @@ def _chain(block: Block) -> list[Block]:
 
 # --- the harness itself -----------------------------------------------------------------------
 
-def test_every_fence_is_parsed_and_every_code_block_is_accounted_for() -> None:
-    text = README.read_text(encoding="utf-8")
+@pytest.mark.parametrize("document", DOCUMENTS, ids=_relative)
+def test_every_fence_is_parsed(document: Path) -> None:
+    text = document.read_text(encoding="utf-8")
     fences = [line for line in text.splitlines() if FENCE.match(line)]
-    assert len(fences) == 2 * len(BLOCKS)
+    assert len(fences) == 2 * len([b for b in BLOCKS if b.source == _relative(document)])
+
+
+def test_every_code_block_is_accounted_for() -> None:
+    assert README in DOCUMENTS and len(DOCUMENTS) > 10, "README.md and the docs/ pages are read"
     kinds = {b.lang for b in BLOCKS} - PYTHON - SHELL
     assert kinds <= {"", "json", "json5", "text"}, kinds  # data blocks: nothing to run
     python = [b for b in RUNNABLE if b.lang in PYTHON]
@@ -494,7 +509,7 @@ def test_html_hint_gives_the_install_line_that_works_from_a_clone(tmp_path: Path
     # `sys.modules[name] = None` makes importlib.util.find_spec(name) answer None: matplotlib
     # looks absent to the command without uninstalling it.
     code = ("import sys; sys.modules['matplotlib'] = None; "
-            "from loopwarden._entry import main; sys.exit(main())")
+            "from loopwarden.cli._entry import main; sys.exit(main())")
     done = subprocess.run(
         [sys.executable, "-c", code, "scan", "--html", str(tmp_path / "r.html"),
          str(EXAMPLES / "transcripts")],

@@ -184,7 +184,8 @@ def test_the_sdist_holds_the_sources_tests_and_docs_and_nothing_else(dist: Path)
         names = [name.split("/", 1)[1] for name in tar.getnames() if "/" in name]
     for needed in ("pyproject.toml", "README.md", "CHANGELOG.md", "LICENSE",
                    "src/loopwarden/__init__.py", "src/loopwarden/py.typed", "tests/conftest.py",
-                   "examples/transcripts/ping-pong.jsonl", "bench/bench_claude_hook.py"):
+                   "examples/transcripts/ping-pong.jsonl", "bench/bench_claude_hook.py",
+                   "docs/index.md", "mkdocs.yml"):
         assert needed in names, needed
     bad = [n for n in names if re.search(r"(^|/)(\.venv|\.ci|\.git|__pycache__|\.\w+_cache)/|"
                                          r"\.pyc$", n)]
@@ -197,11 +198,11 @@ def test_the_wheel_has_the_metadata_and_entry_point(dist: Path) -> None:
         info = f"loopwarden-{loopwarden.__version__}.dist-info"
         metadata = zf.read(f"{info}/METADATA").decode()
         entry_points = zf.read(f"{info}/entry_points.txt").decode()
-        assert "loopwarden/_entry.py" in zf.namelist()
+        assert "loopwarden/cli/_entry.py" in zf.namelist()
     assert f"\nVersion: {loopwarden.__version__}\n" in metadata
     assert "\nLicense-Expression: MIT\n" in metadata
     for classifier in ("Development Status :: 3 - Alpha",
                        "License :: OSI Approved :: MIT License",
                        *(f"Programming Language :: Python :: 3.{v}" for v in (10, 11, 12, 13))):
         assert f"\nClassifier: {classifier}\n" in metadata
-    assert "loopwarden = loopwarden._entry:main" in entry_points
+    assert "loopwarden = loopwarden.cli._entry:main" in entry_points

@@ -6,6 +6,8 @@ small and re-exported here; see DESIGN.md §2–§5 and the README.
 
 from __future__ import annotations
 
+import sys
+
 # (Not imported from typing: the resident claude-hook client imports this package, and typing
 # costs it milliseconds. Type checkers read any TYPE_CHECKING as true.)
 TYPE_CHECKING = False
@@ -21,18 +23,18 @@ __version__ = "0.1.0"
 # nothing and a process that needs only a few modules (the Claude Code hook, started twice per
 # tool call) imports only those. Static checkers see the eager imports below.
 _EXPORTS: dict[str, str] = {
-    "CompactionLoopPersistedError": "compaction",
-    "CompactionVerdict": "compaction",
-    "PostCompactionGuard": "compaction",
+    "CompactionLoopPersistedError": "engine.compaction",
+    "CompactionVerdict": "engine.compaction",
+    "PostCompactionGuard": "engine.compaction",
     "ConfigError": "config",
     "LoopDetectionConfig": "config",
     "load_config": "config",
-    "Detection": "detectors",
+    "Detection": "engine.detectors",
     "LoopDetector": "engine",
-    "LoopTerminatedError": "errors",
-    "LoopwardenError": "errors",
-    "LoggingSink": "events",
-    "LoopEvent": "events",
+    "LoopTerminatedError": "base.errors",
+    "LoopwardenError": "base.errors",
+    "LoggingSink": "guard.events",
+    "LoopEvent": "guard.events",
     "Outcome": "fingerprint",
     "args_hash": "fingerprint",
     "canonical_json": "fingerprint",
@@ -44,31 +46,35 @@ _EXPORTS: dict[str, str] = {
     "LoopGuard": "guard",
     "Verdict": "guard",
     "warning_note": "guard",
-    "CallRecord": "history",
-    "SessionState": "history",
-    "ProfileRegistry": "profiles",
-    "ToolProfile": "profiles",
-    "MemoryStore": "stores",
-    "Store": "stores",
-    "StoreError": "stores",
-    "SQLiteStore": "stores",
-    "RedisStore": "stores",
-    "MISSING": "types",
-    "ToolCall": "types",
-    "replay": "findings",
-    "Finding": "findings",
+    "CallRecord": "engine.history",
+    "SessionState": "engine.history",
+    "ProfileRegistry": "fingerprint.profiles",
+    "ToolProfile": "fingerprint.profiles",
+    "MemoryStore": "guard.stores",
+    "Store": "guard.stores",
+    "StoreError": "guard.stores",
+    "SQLiteStore": "guard.stores",
+    "RedisStore": "guard.stores",
+    "MISSING": "base.types",
+    "ToolCall": "base.types",
+    "replay": "offline.findings",
+    "Finding": "offline.findings",
 }
 
 if TYPE_CHECKING:
-    from . import profiles
-    from .compaction import CompactionLoopPersistedError, CompactionVerdict, PostCompactionGuard
+    from .base.errors import LoopTerminatedError, LoopwardenError
+    from .base.types import MISSING, ToolCall
     from .config import ConfigError, LoopDetectionConfig, load_config
-    from .detectors import Detection
     from .engine import LoopDetector
-    from .errors import LoopTerminatedError, LoopwardenError
-    from .events import LoggingSink, LoopEvent
-    from .findings import Finding, replay
-    from .fingerprint import Outcome, args_hash, canonical_json, outcome_of
+    from .engine.compaction import (
+        CompactionLoopPersistedError,
+        CompactionVerdict,
+        PostCompactionGuard,
+    )
+    from .engine.detectors import Detection
+    from .engine.history import CallRecord, SessionState
+    from .fingerprint import Outcome, args_hash, canonical_json, outcome_of, profiles
+    from .fingerprint.profiles import ProfileRegistry, ToolProfile
     from .guard import (
         BatchAdmission,
         GuardStats,
@@ -78,10 +84,9 @@ if TYPE_CHECKING:
         Verdict,
         warning_note,
     )
-    from .history import CallRecord, SessionState
-    from .profiles import ProfileRegistry, ToolProfile
-    from .stores import MemoryStore, RedisStore, SQLiteStore, Store, StoreError
-    from .types import MISSING, ToolCall
+    from .guard.events import LoggingSink, LoopEvent
+    from .guard.stores import MemoryStore, RedisStore, SQLiteStore, Store, StoreError
+    from .offline.findings import Finding, replay
 
 __all__ = [
     "MISSING",
@@ -125,11 +130,78 @@ __all__ = [
 ]
 
 
+# The module paths from before the floors (see the README's "Layout"), kept importing: each
+# old top-level name maps to its new home, submodules included (`loopwarden.transcripts.openclaw`
+# is `loopwarden.offline.transcripts.openclaw`, the same module object, so classes, isinstance
+# and monkeypatching agree). Nothing is imported until an old path is: the finder below only
+# compares a prefix.
+_MOVED_MODULES: dict[str, str] = {
+    "errors": "base.errors",
+    "types": "base.types",
+    "profiles": "fingerprint.profiles",
+    "volatile": "fingerprint.volatile",
+    "detectors": "engine.detectors",
+    "history": "engine.history",
+    "compaction": "engine.compaction",
+    "events": "guard.events",
+    "learning": "guard.learning",
+    "stores": "guard.stores",
+    "findings": "offline.findings",
+    "scan": "offline.scan",
+    "transcripts": "offline.transcripts",
+    "evaluation": "offline.evaluation",
+    "calibration": "offline.calibration",
+    "report": "offline.report",
+    "_entry": "cli._entry",  # console scripts installed before the move name it
+}
+
+
+class _OldPaths:
+    """A meta-path finder and loader that answers an old module path with the module at its new
+    home (placed first on ``sys.meta_path``, so the file is never loaded twice under two names)."""
+
+    @staticmethod
+    def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+        """The spec of an old path's alias, or None for every other module."""
+        if not fullname.startswith("loopwarden."):
+            return None
+        head, dot, rest = fullname[11:].partition(".")
+        home = _MOVED_MODULES.get(head)
+        if home is None:
+            return None
+        import importlib
+        from importlib.machinery import ModuleSpec
+
+        new = f"loopwarden.{home}{dot}{rest}"
+        try:
+            module = importlib.import_module(new)
+        except ModuleNotFoundError as exc:
+            if exc.name != new:
+                raise
+            return None  # no such module: the error names the path asked for
+        return ModuleSpec(fullname, _OldPaths, loader_state=(module, module.__spec__))  # type: ignore[arg-type]
+
+    @staticmethod
+    def create_module(spec: Any) -> Any:
+        """The module at its new home itself."""
+        return spec.loader_state[0]
+
+    @staticmethod
+    def exec_module(module: Any) -> None:
+        """Nothing to run. The import system gave the module the alias's spec: give it back its
+        own (relative imports inside it read their package from it)."""
+        module.__spec__ = module.__spec__.loader_state[1]
+
+
+if not any(finder is _OldPaths for finder in sys.meta_path):
+    sys.meta_path.insert(0, _OldPaths)
+
+
 def __getattr__(name: str) -> Any:
     import importlib
 
     if name == "profiles":  # a submodule: importing it makes it an attribute
-        return importlib.import_module(".profiles", __name__)
+        return importlib.import_module(".fingerprint.profiles", __name__)
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'loopwarden' has no attribute {name!r}")

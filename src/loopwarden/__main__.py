@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._entry import main as cli_main
+from .cli._entry import main as cli_main
 from .cli._exits import quiet_on_broken_pipe
 
 

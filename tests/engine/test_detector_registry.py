@@ -12,11 +12,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import loopwarden.detectors as detectors_package
+import loopwarden.engine.detectors as detectors_package
 from loopwarden import LoopDetectionConfig
-from loopwarden._config_snapshot import NESTED_FIELDS
 from loopwarden.config import DetectorsConfig
-from loopwarden.detectors import (
+from loopwarden.config.snapshot import NESTED_FIELDS
+from loopwarden.engine import LoopDetector
+from loopwarden.engine.detectors import (
     DETECTORS,
     RULES,
     SWITCHES,
@@ -29,11 +30,10 @@ from loopwarden.detectors import (
     Score,
     evaluate,
 )
-from loopwarden.detectors import cycle as cycle_module
-from loopwarden.engine import LoopDetector
-from loopwarden.history import RunView, SessionState
+from loopwarden.engine.detectors import cycle as cycle_module
+from loopwarden.engine.history import RunView, SessionState
 
-SRC = Path(detectors_package.__file__).resolve().parents[1]
+SRC = Path(detectors_package.__file__).resolve().parents[2]  # src/loopwarden
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -138,7 +138,7 @@ def test_each_switch_is_read_in_one_place() -> None:
             for m in pattern.finditer(text)] == []
     readers = sorted(p.relative_to(SRC).as_posix() for p, text in sources.items()
                      if re.search(r"\blimits\.switches\b", text))
-    assert readers == ["detectors/base.py", "detectors/rules.py"]
+    assert readers == ["engine/detectors/base.py", "engine/detectors/rules.py"]
     for switch in SWITCHES:
         declared = sorted({p.name for p, text in sources.items()
                            if re.search(rf'switch(es)? = \(?"{switch}"|switch="{switch}"', text)})

@@ -113,7 +113,7 @@ def test_in_flight_calls_count_across_redis_workers() -> None:
     url = os.environ.get("LOOPWARDEN_REDIS_URL")
     if not url:
         pytest.skip("set LOOPWARDEN_REDIS_URL to run the Redis case")
-    from loopwarden.stores.redis import RedisStore
+    from loopwarden.guard.stores.redis import RedisStore
 
     prefix = f"loopwarden-test-inflight-{os.getpid()}-{time.time_ns()}:"
     # A fresh prefix, and keys that expire soon after the test.

@@ -9,7 +9,7 @@
 - ``_exits``: how a process ends (141 on a closed stdout, one line on a crash).
 
 This file imports nothing: ``loopwarden claude-hook`` runs :mod:`loopwarden.cli.claude_hook`
-straight from the console script (:mod:`loopwarden._entry`) and must not pay for Typer, Rich or
+straight from the console script (:mod:`loopwarden.cli._entry`) and must not pay for Typer, Rich or
 Click. :data:`app` and :func:`main` load the Typer app on first use.
 """
 

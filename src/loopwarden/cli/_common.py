@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..config import LoopDetectionConfig, load_config
-from ..report._text import printable
+from ..offline.report._text import printable
 
 __all__ = ["check_paths_exist", "fail", "note", "resolve_config", "stderr"]
 

@@ -1,6 +1,6 @@
 """How a ``loopwarden`` process ends: quietly on a closed stdout, with one line on a crash.
 
-Kept to the standard library, like :mod:`loopwarden._entry` (the console script) and
+Kept to the standard library, like :mod:`loopwarden.cli._entry` (the console script) and
 :mod:`loopwarden.cli.claude_hook`, which both use it before Typer loads.
 
 A closed stdout (``loopwarden scan . | head``) ends the command quietly with exit code 141

@@ -7,7 +7,7 @@ from a broken run. ``claude-hook`` is the exception: Claude Code reads 2 from a 
 "block the tool call", so its failures stay 1 (non-blocking). A closed stdout (``| head``)
 exits 141 without a traceback.
 
-The ``loopwarden`` console script is :func:`loopwarden._entry.main`, which runs
+The ``loopwarden`` console script is :func:`loopwarden.cli._entry.main`, which runs
 ``claude-hook`` without loading Typer; :func:`main` here runs the app itself
 (``python -m loopwarden.cli``, through :func:`loopwarden.cli.main`).
 """

@@ -10,10 +10,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..calibration import CalibrationError, calibrate, score_run
 from ..config import PRESETS, ConfigError
-from ..report._text import printable
-from ..transcripts import ReadProblem, iter_transcript_files, read_transcript
+from ..offline.calibration import CalibrationError, calibrate, score_run
+from ..offline.report._text import printable
+from ..offline.transcripts import ReadProblem, iter_transcript_files, read_transcript
 from ._common import check_paths_exist, resolve_config
 
 __all__ = ["register"]

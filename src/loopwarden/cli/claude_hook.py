@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from .._log import get_logger
-from .._paths import DB_ENV, default_db_path
+from ..base.log import get_logger
+from ..base.paths import DB_ENV, default_db_path
 from ._exits import crash_message
 
 if TYPE_CHECKING:
@@ -198,15 +198,15 @@ def _handle(
     payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None,
     exit_behavior: str = "end",
 ) -> dict[str, Any]:
-    from ..errors import LoopwardenError
-    from ..events import LoggingSink
+    from ..base.errors import LoopwardenError
     from ..guard import LoopGuard
+    from ..guard.events import LoggingSink
+    from ..guard.stores.sqlite import SQLiteStore
     from ..integrations.claude_code_hook import (
         ClaudeCodeHook,
         HookPayloadError,
         check_exit_behavior,
     )
-    from ..stores.sqlite import SQLiteStore
 
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -261,7 +261,7 @@ def _hook_config(path: Path | None, agent: str | None, db: Path) -> LoopDetectio
     an edited config (or an upgrade) is validated again on the next call; an unreadable or
     damaged cache is only slower. The guard gets a plain snapshot of the values either way.
     """
-    from .._config_snapshot import snapshot_from_dict, snapshot_of
+    from ..config.snapshot import snapshot_from_dict, snapshot_of
 
     cache = db.with_name(db.name + _CONFIG_CACHE_SUFFIX)
     key = _config_key(path, agent)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._log import get_logger
+from ..base.log import get_logger
 from ..config import (
     PRESETS,
     ConfigError,

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from .._log import get_logger
+from ..base.log import get_logger
 from ..config import ConfigError, LoopDetectionConfig, load_config
 
 __all__ = ["proxy_config", "register"]

@@ -20,11 +20,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from .._paths import default_db_path
-from ..events import LoopEvent
-from ..report.table import fit_widths, middle_ellipsis, one_line, wrap_names
-from ..stores.base import StoreError
-from ..stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
+from ..base.paths import default_db_path
+from ..guard.events import LoopEvent
+from ..guard.stores.base import StoreError
+from ..guard.stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
+from ..offline.report.table import fit_widths, middle_ellipsis, one_line, wrap_names
 
 __all__ = ["default_db_path", "register", "runs"]
 

@@ -6,7 +6,8 @@ What lives where:
 - ``presets``: ``Preset`` (threshold defaults and feature switches), ``PRESETS``, the order rule;
 - ``validation``: the models' base class (field checks; pydantic errors become ``ConfigError``);
 - ``model``: the pydantic models, ``LoopDetectionConfig`` and its parts;
-- ``openclaw_file``: JSON/JSON5 files, per-agent blocks, merging and repair.
+- ``openclaw_file``: JSON/JSON5 files, per-agent blocks, merging and repair;
+- ``snapshot``: a validated config's values as plain data (the Claude Code hook's cache).
 
 Every name importable from ``loopwarden.config`` when it was one module still is, private
 helpers included (other modules and tests use a few, and pickles name two).
@@ -14,32 +15,35 @@ helpers included (other modules and tests use a few, and pickles name two).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any, Final
+# (Not imported from typing: the Claude Code hook imports config.snapshot, and with it this
+# file, without pydantic or typing. Type checkers read any TYPE_CHECKING as true.)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-import json5 as json5  # tests replace json5.loads through this module
+    import json5 as json5  # tests replace json5.loads through this module
 
-from ..errors import LoopwardenError as LoopwardenError
-from .errors import ConfigError
-from .errors import Issue as Issue
-from .errors import _key_segment as _key_segment  # cli/config.py spells key paths with it
-from .model import (
-    DetectorsConfig,
-    LoopDetectionConfig,
-    PerToolConfig,
-    PostCompactionGuardConfig,
-)
-from .model import logger as logger
-from .openclaw_file import (
-    MAX_CONFIG_BYTES,
-    LoadedConfig,
-    config_from_mapping,
-    load_config,
-    load_config_with_origins,
-)
-from .openclaw_file import Scope as Scope
-from .presets import PRESETS, Preset
-from .presets import PresetName as PresetName
+    from ..base.errors import LoopwardenError as LoopwardenError
+    from .errors import ConfigError
+    from .errors import Issue as Issue
+    from .errors import _key_segment as _key_segment  # cli/config.py spells key paths with it
+    from .model import (
+        DetectorsConfig,
+        LoopDetectionConfig,
+        PerToolConfig,
+        PostCompactionGuardConfig,
+    )
+    from .model import logger as logger
+    from .openclaw_file import (
+        MAX_CONFIG_BYTES,
+        LoadedConfig,
+        config_from_mapping,
+        load_config,
+        load_config_with_origins,
+    )
+    from .openclaw_file import Scope as Scope
+    from .presets import PRESETS, Preset
+    from .presets import PresetName as PresetName
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -56,10 +60,21 @@ __all__ = [
     "load_config_with_origins",
 ]
 
+# The names, by their home, loaded on first use (PEP 562).
+_HOMES: dict[str, str] = {
+    "ConfigError": "errors", "Issue": "errors", "_key_segment": "errors",
+    "DetectorsConfig": "model", "LoopDetectionConfig": "model", "PerToolConfig": "model",
+    "PostCompactionGuardConfig": "model", "logger": "model",
+    "MAX_CONFIG_BYTES": "openclaw_file", "LoadedConfig": "openclaw_file",
+    "config_from_mapping": "openclaw_file", "load_config": "openclaw_file",
+    "load_config_with_origins": "openclaw_file", "Scope": "openclaw_file",
+    "PRESETS": "presets", "Preset": "presets", "PresetName": "presets",
+}
+
 # The former module's private helpers, by their new home: still importable from here (tests
 # use some, and pickles name _rebuild_config_error and _FrozenDict), looked up on first use.
 # Replacing one here does not reach the module that uses it; patch it in its home instead.
-_MOVED: Final[dict[str, str]] = {
+_MOVED: dict[str, str] = {
     **dict.fromkeys((
         "_UNSET", "_Unset", "_child_path", "_describe", "_join_path", "_join_path_text",
         "_rebuild_config_error", "_with_value",
@@ -89,10 +104,19 @@ _MOVED: Final[dict[str, str]] = {
 if not TYPE_CHECKING:  # mypy keeps checking imports from here against the names above
 
     def __getattr__(name: str) -> Any:
-        home = _MOVED.get(name)
+        from importlib import import_module
+
+        if name == "json5":
+            return import_module("json5")
+        if name == "LoopwardenError":
+            return import_module("..base.errors", __name__).LoopwardenError
+        home = _HOMES.get(name) or _MOVED.get(name)
         if home is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return getattr(import_module(f"{__name__}.{home}"), name)
+        value = getattr(import_module(f"{__name__}.{home}"), name)
+        if name in _HOMES:
+            globals()[name] = value  # the next look-up does not come here again
+        return value
 
     def __dir__() -> list[str]:
-        return sorted([*globals(), *_MOVED])
+        return sorted([*globals(), *_HOMES, *_MOVED, "json5", "LoopwardenError"])

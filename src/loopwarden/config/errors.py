@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..errors import LoopwardenError
+from ..base.errors import LoopwardenError
 
 __all__ = ["ConfigError", "Issue"]
 

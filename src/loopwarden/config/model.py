@@ -22,7 +22,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import Self
 
-from .._log import get_logger
+from ..base.log import get_logger
 from .errors import _child_path, _join_path
 from .presets import (
     _PRESET_TABLE,

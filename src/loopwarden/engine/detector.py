@@ -8,12 +8,15 @@ import logging
 from time import time_ns as _time_ns
 from typing import TYPE_CHECKING, Any, overload
 
-from .._log import get_logger
-from .._text import log_text
-from ..detectors import DETECTORS, RULES, Detection, Facts, Limits, Prospect, evaluate, gates_for
-from ..detectors.churn import write_churn
+from ..base.log import get_logger
+from ..base.text import log_text
+from ..base.types import MISSING
 from ..fingerprint import Outcome, error_text
-from ..history import (
+from ..fingerprint.volatile import mask_volatile
+from .detectors import DETECTORS, RULES, Detection, Facts, Limits, Prospect, evaluate, gates_for
+from .detectors.churn import write_churn
+from .fingerprinter import Fingerprinter, PreparedCall
+from .history import (
     OUTCOME_VETO,
     CallRecord,
     SessionState,
@@ -21,9 +24,6 @@ from ..history import (
     warning_bucket,
     warning_key,
 )
-from ..types import MISSING
-from ..volatile import mask_volatile
-from .fingerprinter import Fingerprinter, PreparedCall
 from .limits import limits_for, with_tool_thresholds
 
 if TYPE_CHECKING:

@@ -7,8 +7,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..detectors import Prospect
-from ..detectors.failure_repeat import echo_failure_identity, failure_text
+from ..base.types import MISSING
 from ..fingerprint import (
     Outcome,
     args_hash_of_json,
@@ -20,10 +19,11 @@ from ..fingerprint import (
     text_outcome,
 )
 from ..fingerprint.leaves import Leaves, leaves_of
-from ..history import OUTCOME_TERMINAL_EXEC_FAILURE, normalize_run_id
-from ..profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
-from ..types import MISSING
-from ..volatile import mask_value, mask_volatile
+from ..fingerprint.profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
+from ..fingerprint.volatile import mask_value, mask_volatile
+from .detectors import Prospect
+from .detectors.failure_repeat import echo_failure_identity, failure_text
+from .history import OUTCOME_TERMINAL_EXEC_FAILURE, normalize_run_id
 
 if TYPE_CHECKING:
     from ..config import LoopDetectionConfig
@@ -35,7 +35,7 @@ _PREPARED_MAX_ARGS = 8192  # bytes of canonical JSON: the cache holds at most ~8
 
 
 def resolve_registry(profiles: object) -> ProfileRegistry:
-    """Accept a registry, the ``loopwarden.profiles`` module itself, or None (the built-ins)."""
+    """Accept a registry, the ``loopwarden.fingerprint.profiles`` module itself, or None (the built-ins)."""
     if profiles is None:
         return default_registry
     if isinstance(profiles, ProfileRegistry):
@@ -49,7 +49,7 @@ def resolve_registry(profiles: object) -> ProfileRegistry:
 class PreparedCall:
     """A call as the engine judges it: its fingerprint (:attr:`prospect`), its arguments (the
     outcome projections read them) and its run id, normalised here
-    (:func:`~loopwarden.history.normalize_run_id`): whoever builds one, the methods that take
+    (:func:`~loopwarden.engine.history.normalize_run_id`): whoever builds one, the methods that take
     it never see a raw run id. :meth:`LoopDetector.prepare` builds them."""
 
     __slots__ = ("args", "prospect", "run_id")

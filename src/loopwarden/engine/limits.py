@@ -1,4 +1,4 @@
-"""The thresholds a config gives the detectors (:class:`~loopwarden.detectors.Limits`), and a
+"""The thresholds a config gives the detectors (:class:`~loopwarden.engine.detectors.Limits`), and a
 tool's own under ``perTool``."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from ..detectors import Limits
+from .detectors import Limits
 
 if TYPE_CHECKING:
     from ..config import LoopDetectionConfig

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import orjson
 
-from .._lazy_re import lazy_pattern
+from ..base.lazy_re import lazy_pattern
 from .canonical import canonical_json
 from .results import _content_text, _is_list, _is_mapping
 

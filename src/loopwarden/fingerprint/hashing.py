@@ -14,11 +14,11 @@ from typing import Final
 
 import orjson
 
-from .._lazy_re import lazy_pattern
-from ..profiles import ProfileRegistry, default_registry
-from ..volatile import has_digit
+from ..base.lazy_re import lazy_pattern
 from .canonical import canonical_json, canonical_json_slow, orjson_safe
+from .profiles import ProfileRegistry, default_registry
 from .values import _FAST_OPTIONS, _opaque
+from .volatile import has_digit
 
 _UNTRUSTED_NEEDLE: Final = "EXTERNAL_UNTRUSTED_CONTENT"
 _UNTRUSTED_NEEDLE_BYTES: Final = _UNTRUSTED_NEEDLE.encode()
@@ -93,7 +93,7 @@ def mutation_target_hash(
 
 # Every span but the keyword ones starts with a digit; leading with `\d` lets the regex engine
 # skip to digits instead of trying five alternatives at every position (10x faster).
-# (Compiled on first use, like every pattern most calls never run: see loopwarden._lazy_re.)
+# (Compiled on first use, like every pattern most calls never run: see loopwarden.base.lazy_re.)
 _WHEN_DIGIT_SPANS: Final = lazy_pattern(
     r"\d(?:"
     r"\d{3}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:[Zz]|[+-]\d{2}:\d{2})?"  # ISO date-time

@@ -1,6 +1,6 @@
 """A result seen as leaves (``path -> text``) and the short digest a session keeps of it.
 
-What the learned volatile fields (:mod:`loopwarden.learning`, ``early`` preset) compare between
+What the learned volatile fields (:mod:`loopwarden.guard.learning`, ``early`` preset) compare between
 two outcomes of one call. It sits with the fingerprint because it is one: the engine takes a
 result's leaves when it hashes the outcome, outside any store lock, and the guard only learns
 from them.
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from .._lazy_re import lazy_pattern
+from ..base.lazy_re import lazy_pattern
 from .canonical import canonical_json
 
 __all__ = ["DIGITS_ONLY", "HASH_CHARS", "LEAF_CHARS", "MAX_PATH", "ROOT", "WHOLE", "Leaves",

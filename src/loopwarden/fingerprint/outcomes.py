@@ -12,7 +12,11 @@ from typing import Final, NamedTuple
 
 import orjson
 
-from ..profiles import (
+from ..base.types import MISSING
+from .canonical import _FLAT_ITEMS, _PLAIN_TEXT_LEAVES, canonical_json_slow, orjson_safe
+from .errors import _js_number_text, error_text
+from .hashing import _UNTRUSTED_NEEDLE_BYTES, _sha256_hex, digest, mask_when_spans
+from .profiles import (
     PROJECTION_EXEC,
     PROJECTION_PROCESS,
     PROJECTION_WRITE,
@@ -21,10 +25,6 @@ from ..profiles import (
     ToolProfile,
     default_registry,
 )
-from ..types import MISSING
-from .canonical import _FLAT_ITEMS, _PLAIN_TEXT_LEAVES, canonical_json_slow, orjson_safe
-from .errors import _js_number_text, error_text
-from .hashing import _UNTRUSTED_NEEDLE_BYTES, _sha256_hex, digest, mask_when_spans
 from .results import _EMPTY, _details_and_text, _is_mapping
 from .strip import _strip_keys
 from .unknown_tools import extract_unknown_tool
@@ -264,7 +264,7 @@ def _process_outcome(args: object, details: Mapping[str, object], text: str) -> 
 
 #: The built-in projections by the name a profile gives them (``ToolProfile.projection``).
 #: A new projection is one function above and one entry here (its name joins the others in
-#: loopwarden.profiles.registry).
+#: loopwarden.fingerprint.profiles.registry).
 PROJECTIONS: Final[Mapping[str, Projection]] = types.MappingProxyType({
     PROJECTION_EXEC: _exec_outcome,
     PROJECTION_PROCESS: _process_outcome,

@@ -15,7 +15,7 @@ from typing import Final
 
 import orjson
 
-from .._lazy_re import lazy_pattern
+from ..base.lazy_re import lazy_pattern
 
 _FAST_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
 

@@ -14,11 +14,16 @@ module had; the parts live in:
 - ``policy``: what happens when the store fails (:class:`FailOpen`, :class:`FailClosed`);
 - ``verdicts``: the answers (:class:`Verdict`, :class:`BatchAdmission`, ...) and their texts;
 - ``decorators``: ``@guard.tool`` / ``guard.wrap``.
+
+The doors import from here alone; the engine's ``Detection`` and ``CompactionLoopPersistedError``
+are re-exported for them.
 """
 
 from __future__ import annotations
 
-from ..types import MISSING, ToolCall
+from ..base.types import MISSING, ToolCall
+from ..engine.compaction import CompactionLoopPersistedError
+from ..engine.detectors import Detection
 from .core import DISABLE_ENV
 from .decorators import IdSource
 from .loopguard import LoopGuard
@@ -56,6 +61,8 @@ __all__ = [
     "TERMINAL_TEXT",
     "Action",
     "BatchAdmission",
+    "CompactionLoopPersistedError",
+    "Detection",
     "ExitBehavior",
     "FailClosed",
     "FailOpen",

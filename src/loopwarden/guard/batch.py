@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .._text import optional_id, text_id
-from ..detectors import Detection
+from ..base.text import optional_id, text_id
+from ..base.types import ToolCall
 from ..engine import PreparedCall
-from ..events import LoopEvent
-from ..history import SessionState, normalize_run_id
-from ..types import ToolCall
+from ..engine.detectors import Detection
+from ..engine.history import SessionState, normalize_run_id
 from .core import VETO, as_vetoes, in_flight, internal_error, loop_event, should_warn, veto
+from .events import LoopEvent
 from .transactions import Answered, CallContext, Step, Transaction
 from .verdicts import (
     RECOVERY_SIBLING_TEXT,

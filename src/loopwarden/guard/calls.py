@@ -11,16 +11,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._text import text_id
-from ..compaction import CompactionLoopPersistedError
-from ..detectors import Prospect
+from ..base.text import text_id
+from ..base.types import MISSING
 from ..engine import PreparedCall
-from ..events import LoopEvent
+from ..engine.compaction import CompactionLoopPersistedError
+from ..engine.detectors import Prospect
+from ..engine.history import CallRecord, SessionState, normalize_run_id
 from ..fingerprint import Outcome
-from ..history import CallRecord, SessionState, normalize_run_id
-from ..learning import Leaves, learn, learned_hash
-from ..types import MISSING
 from .core import as_vetoes, in_flight, internal_error, loop_event, should_warn, veto
+from .events import LoopEvent
+from .learning import Leaves, learn, learned_hash
 from .transactions import Answered, Step, Transaction
 from .verdicts import Verdict
 

@@ -14,13 +14,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from .._log import get_logger
-from .._text import log_text, text_id
-from ..detectors import Detection
+from ..base.log import get_logger
+from ..base.text import log_text, text_id
 from ..engine import LoopDetector
-from ..events import EventSink, LoggingSink, LoopEvent
-from ..fingerprint import Outcome
-from ..history import (
+from ..engine.detectors import Detection
+from ..engine.history import (
     OUTCOME_VETO,
     CallRecord,
     SessionState,
@@ -28,10 +26,12 @@ from ..history import (
     warning_bucket,
     warning_key,
 )
-from ..learning import learned_for
-from ..stores.base import Store
-from ..stores.memory import MemoryStore
+from ..fingerprint import Outcome
+from .events import EventSink, LoggingSink, LoopEvent
+from .learning import learned_for
 from .policy import FailClosed, StoreHealth, failure_policy
+from .stores.base import Store
+from .stores.memory import MemoryStore
 from .verdicts import GuardStats, Verdict
 
 if TYPE_CHECKING:

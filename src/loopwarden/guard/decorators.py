@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
-from .._log import get_logger
-from .._text import optional_id, text_id
+from ..base.log import get_logger
+from ..base.text import optional_id, text_id
 from .core import internal_error
 from .verdicts import (
     ExitBehavior,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ..events import LoopEvent, deliver
-from ..history import SessionState
+from ..engine.history import SessionState
+from .events import LoopEvent, deliver
 from .transactions import Answered, Step, Transaction
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
-from ..history import CallRecord
-from ..types import MISSING, ToolCall
+from ..base.types import MISSING, ToolCall
+from ..engine.history import CallRecord
 from .batch import AdmitBatch
 from .calls import AfterCall, BeforeCall, ObserveCall, one_call
 from .core import GuardCore

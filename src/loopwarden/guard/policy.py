@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from .._log import get_logger
-from .._text import log_text
+from ..base.log import get_logger
+from ..base.text import log_text
 from .verdicts import GuardStats, Verdict
 
 __all__ = ["STORE_DOWN_MESSAGE", "FailClosed", "FailOpen", "FailurePolicy", "StoreHealth",

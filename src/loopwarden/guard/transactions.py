@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from .._text import text_id
-from ..compaction import CompactionLoopPersistedError, PostCompactionGuard
-from ..events import LoopEvent
-from ..history import CallRecord, SessionState, normalize_run_id
+from ..base.text import text_id
+from ..engine.compaction import CompactionLoopPersistedError, PostCompactionGuard
+from ..engine.history import CallRecord, SessionState, normalize_run_id
+from .events import LoopEvent
 
 if TYPE_CHECKING:
     from .core import GuardCore

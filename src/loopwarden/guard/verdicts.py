@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..detectors import Detection
-from ..errors import LoopTerminatedError, LoopwardenError
-from ..types import MISSING
+from ..base.errors import LoopTerminatedError, LoopwardenError
+from ..base.types import MISSING
+from ..engine.detectors import Detection
 
 __all__ = ["EXIT_BEHAVIORS", "RECOVERY_SIBLING_TEXT", "RECOVERY_TEXT", "STOP_MESSAGE",
            "TERMINAL_SIBLING_TEXT", "TERMINAL_TEXT", "Action", "BatchAdmission", "ExitBehavior",

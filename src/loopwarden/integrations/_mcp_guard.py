@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.types import MISSING
 from ..guard import LoopGuard, Verdict, append_note
-from ..types import MISSING
 from ._mcp_messages import (
     _annotate_error,
     _created_task,

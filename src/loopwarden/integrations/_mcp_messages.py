@@ -12,9 +12,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
-from .._text import content_text
+from ..base.text import content_text
+from ..base.types import MISSING
 from ..guard import Verdict
-from ..types import MISSING
 
 
 def blocked_response(request_id: Any, verdict: Verdict) -> dict[str, Any]:

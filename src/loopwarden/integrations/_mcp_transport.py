@@ -20,7 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
-from .._log import get_logger
+from ..base.log import get_logger
 from ..config import LoopDetectionConfig
 from ..guard import LoopGuard
 from ._mcp_guard import McpLoopGuard

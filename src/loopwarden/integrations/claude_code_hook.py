@@ -32,9 +32,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
-from ..compaction import CompactionLoopPersistedError
-from ..errors import LoopwardenError
-from ..guard import STOP_MESSAGE, TERMINAL_TEXT, LoopGuard, Verdict
+from ..base.errors import LoopwardenError
+from ..guard import (
+    STOP_MESSAGE,
+    TERMINAL_TEXT,
+    CompactionLoopPersistedError,
+    LoopGuard,
+    Verdict,
+)
 
 __all__ = [
     "EXIT_BEHAVIORS",

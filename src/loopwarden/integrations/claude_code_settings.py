@@ -35,7 +35,7 @@ __all__ = [
 HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _SUBCOMMAND = "claude-hook"
-_MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden._entry"})
+_MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden.cli._entry"})
 
 
 class SettingsError(ValueError):

@@ -49,11 +49,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
-from ..detectors import Detection
-from ..errors import LoopTerminatedError
+from ..base.errors import LoopTerminatedError
+from ..base.types import MISSING, ToolCall
 from ..guard import (
     STOP_MESSAGE,
     BatchAdmission,
+    Detection,
     ExitBehavior,
     LoopGuard,
     Verdict,
@@ -62,7 +63,6 @@ from ..guard import (
     continuing,
     terminated_error,
 )
-from ..types import MISSING, ToolCall
 
 __all__ = ["LoopGuardMiddleware", "LoopGuardState"]
 

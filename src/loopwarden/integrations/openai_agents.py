@@ -76,11 +76,12 @@ from agents import (
 )
 from agents.tool_context import ToolContext
 
-from ..compaction import CompactionLoopPersistedError
-from ..errors import LoopTerminatedError
+from ..base.errors import LoopTerminatedError
+from ..base.types import ToolCall
 from ..guard import (
     STOP_MESSAGE,
     BatchAdmission,
+    CompactionLoopPersistedError,
     ExitBehavior,
     LoopGuard,
     Verdict,
@@ -88,7 +89,6 @@ from ..guard import (
     continuing,
     terminated_error,
 )
-from ..types import ToolCall
 
 __all__ = [
     "AgentsCompactionLoopPersistedError",

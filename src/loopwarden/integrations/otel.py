@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from ..events import LoopEvent
+from ..guard.events import LoopEvent
 
 __all__ = ["OpenTelemetrySink"]
 

@@ -1,6 +1,6 @@
 """``loopwarden scan`` and ``loopwarden eval``: replay saved transcripts through the guard.
 
-``scan``'s table is laid out by :mod:`loopwarden.report.table`; ``--only-findings`` and
+``scan``'s table is laid out by :mod:`loopwarden.offline.report.table`; ``--only-findings`` and
 ``--sort`` apply to the table and to the ``--json`` file list alike (its totals always count
 every scanned transcript), while the clean-file count line (``--all``) is the table's only.
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...config import LoopDetectionConfig
-from ...evaluation import (
+from ...offline.evaluation import (
     GROUPINGS,
     EvalReport,
     GroupMetrics,
@@ -26,7 +26,7 @@ from ...evaluation import (
     load_labels,
     markdown_table,
 )
-from ...report._text import json_text, printable
+from ...offline.report._text import json_text, printable
 from .._common import fail, note
 from ._options import (
     _AgentOption,

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...config import LoopDetectionConfig
-from ...report.table import STDIN, Row, ShownNames
-from ...scan import FileScan, scanning
-from ...transcripts import ReadProblem, iter_transcript_files
+from ...offline.report.table import STDIN, Row, ShownNames
+from ...offline.scan import FileScan, scanning
+from ...offline.transcripts import ReadProblem, iter_transcript_files
 from ._options import _progress
 
 if TYPE_CHECKING:
-    from ...report.html import HtmlReport
+    from ...offline.report.html import HtmlReport
 
 
 #: Without ``--jobs``, less transcript data than this is scanned in one process: starting

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.text import Text
 
 from ...config import LoopDetectionConfig
-from ...report.table import Row, print_scan_table
-from ...scan import FileScan
+from ...offline.report.table import Row, print_scan_table
+from ...offline.scan import FileScan
 from .._common import note
 from ._files import ScanOutcome, Skipped
 from ._options import _settings

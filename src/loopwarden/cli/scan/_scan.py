@@ -9,9 +9,9 @@ import typer
 from rich.text import Text
 
 from ...config import LoopDetectionConfig
-from ...report._text import json_text, printable
-from ...report.table import CLEAN_LIST_LIMIT, SORTS, STDIN, sort_rows
-from ...transcripts import FORMATS
+from ...offline.report._text import json_text, printable
+from ...offline.report.table import CLEAN_LIST_LIMIT, SORTS, STDIN, sort_rows
+from ...offline.transcripts import FORMATS
 from .._common import check_paths_exist, fail, note, stderr
 from ._files import PARALLEL_MIN_BYTES, _scan_all, _stdin_copy
 from ._options import (
@@ -25,7 +25,7 @@ from ._options import (
 from ._output import _failed, _loud, _print_scan, _print_skipped, _scan_json
 
 if TYPE_CHECKING:
-    from ...report.html import HtmlReport
+    from ...offline.report.html import HtmlReport
 
 
 def scan(
@@ -38,7 +38,7 @@ def scan(
         str, typer.Option("--format", callback=_one_of(["auto", *FORMATS]),
                           help=f"Transcript format: auto (recognised per file) | {' | '.join(FORMATS)}.")
     ] = "auto",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (DESIGN §5 shape).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (its fields: docs/scan.md).")] = False,
     html: Annotated[
         Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")
     ] = None,
@@ -119,8 +119,8 @@ def _html_report(config: LoopDetectionConfig, tokenizer: str,
     if importlib.util.find_spec("matplotlib") is None:
         fail("--html needs matplotlib; install the 'report' extra (pip install '.[report]' in a "
              "clone, pip install 'loopwarden[report]' after a release)")
-    from ...report.html import HtmlReport
-    from ...report.tokens import TokenizerError, token_estimator
+    from ...offline.report.html import HtmlReport
+    from ...offline.report.tokens import TokenizerError, token_estimator
 
     try:
         tokens = token_estimator(tokenizer)

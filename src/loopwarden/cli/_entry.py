@@ -1,0 +1,68 @@
+"""The ``loopwarden`` console script.
+
+Kept to the standard library: ``loopwarden claude-hook`` runs twice per Claude Code tool call,
+so it is dispatched from here before Typer, Rich or Click load (they cost more than the hook
+itself). Every other command goes to the Typer app in :mod:`loopwarden.cli`.
+
+A closed stdout (``loopwarden scan . | head``) ends the command quietly with exit code 141
+(:mod:`loopwarden.cli._exits`) instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ._exits import quiet_on_broken_pipe
+
+TYPE_CHECKING = False  # (typing not imported: see loopwarden/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``loopwarden ARGS`` (``argv`` defaults to ``sys.argv[1:]``); returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return quiet_on_broken_pipe(lambda: _dispatch(args))
+
+
+def _dispatch(args: list[str]) -> int:
+    if args[:1] == ["claude-hook"]:
+        return _claude_hook(args[1:])
+    from . import main as cli_main
+
+    # The app reads sys.argv itself; make it hold the arguments given here.
+    sys.argv[1:] = args
+    cli_main()
+    return 0
+
+
+def _claude_hook(argv: list[str]) -> int:
+    """Answer one Claude Code hook: through the resident server when one runs for hooks started
+    like this one, else here, leaving a server behind for the next hook."""
+    from . import _resident
+
+    served = _resident.enabled() and "-h" not in argv and "--help" not in argv
+    if served:
+        try:
+            payload = sys.stdin.buffer.read()
+        except (AttributeError, OSError, ValueError):  # no stdin to read: run() says so
+            served = False
+        else:
+            code = _resident.answer_resident(argv, payload)
+            if code is not None:
+                return code
+            import io
+
+            sys.stdin = io.TextIOWrapper(io.BytesIO(payload), encoding="utf-8")
+    from .claude_hook import run
+
+    code = run(argv)
+    if served:
+        _resident.start_server(argv)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
