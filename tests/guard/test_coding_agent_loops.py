@@ -117,8 +117,22 @@ def missing_subcommand(i: int) -> Step:
                         f"error: unexpected argument 'get' found (request req-{9000 + i})")
 
 
+def toggled_flags(i: int) -> Step:
+    """A script's usage error for two ids, the pty flag and the working folder toggled: the
+    shell's text output ends with its exit footer."""
+    client = ("c-41d7", "c-test")[i % 2]
+    args: dict[str, Any] = {"command": f"node tools/lookup.js {client} profile"}
+    if i % 3:
+        args["pty"] = True
+    if i % 4 == 1:
+        args["workdir"] = "/srv/app"
+    return ("exec", args, f"Unknown command: {client}. Use: resolve | ensure | list\n\n"
+            "(Command exited with code 1)", None)
+
+
 @pytest.mark.parametrize(("preset", "budget"), [("openclaw", 25), ("early", 15)])
-@pytest.mark.parametrize("shape", [missing_folder, missing_subcommand], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("shape", [missing_folder, missing_subcommand, toggled_flags],
+                         ids=lambda f: f.__name__)
 def test_the_same_failure_with_a_fresh_argument_is_stopped(preset: str, budget: int,
                                                            shape: Shape) -> None:
     executed, blocked = run(shape, preset)

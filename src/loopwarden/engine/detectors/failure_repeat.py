@@ -21,6 +21,8 @@ _MIN_TOKEN = 3  # shorter argument values ("-l", "1") would mask ordinary words 
 _MAX_TOKENS = 64
 _TOKEN_SPLIT = re.compile(r"[\s=,;|&<>()\[\]{}]+")
 _QUOTES = "'\"`"
+# OpenClaw's exec text ends with this footer when the command failed.
+_EXIT_FOOTER = re.compile(r"\(Command exited with code [1-9]\d*\)\s*\Z")
 # An error that only states an exit status says nothing about which failure it was.
 _STATUS_ONLY = re.compile(
     r"(?:\s|<arg>|exit code \d+|\(?command exited with code \d+\)?|error|failed|[.:#()\[\]-])*",
@@ -75,6 +77,8 @@ def failure_text(result: Any, error: str | None, outcome_kind: str | None,
         return error
     if reported is not None:
         return reported
+    if isinstance(result, str) and _EXIT_FOOTER.search(result) is not None:
+        return result  # a shell's text output that ends by saying the command failed
     if outcome_kind == OUTCOME_TERMINAL_EXEC_FAILURE and isinstance(result, Mapping):
         details = result.get("details")
         if isinstance(details, Mapping) and isinstance(details.get("aggregated"), str):
