@@ -263,7 +263,9 @@ def _with_failure_echo(outcome: Outcome, call: Prospect, args: Any, result: Any,
         return outcome  # a veto or a write: no failure
     failed = None if error is MISSING or error is None else error_text(error)
     reported = None
-    if failed is None and result is not MISSING:
+    if failed is None and result is not MISSING and (
+            type(result) is not str or result[:32].lstrip()[:1] in ("{", "E")):
+        # (A text reports an error only as JSON or after an "Exit code N" header.)
         reported = result_error_text(result)
     text = failure_text(None if result is MISSING else result, failed, outcome.outcome_kind,
                         reported)

@@ -110,7 +110,7 @@ def digest_of(leaves: Mapping[str, str]) -> str:
     paths = sorted(leaves)
     parts = [_short_hash("\0".join(paths).encode("utf-8", "surrogatepass"))]
     for path in paths:
-        parts.append(leaf_digest(leaves[path]))
+        parts.append(leaf_digest(leaves[path], path))
     return "".join(parts)
 
 
@@ -159,8 +159,9 @@ def leaf_change(old_leaf: str, new_leaf: str) -> str | None:
     return None
 
 
-def leaf_digest(text: str) -> str:
-    """The :data:`LEAF_CHARS` characters a digest keeps of one leaf's text."""
+def leaf_digest(text: str, path: str = "") -> str:
+    """The :data:`LEAF_CHARS` characters a digest keeps of one leaf's text (at ``path``, whose
+    last key may say that its numbers count progress)."""
     if text.isascii():
         raw = text.encode()
         shape = _ZERO_NUMBERS().sub(b"#", raw.translate(_ZERO_DIGITS))
@@ -170,7 +171,7 @@ def leaf_digest(text: str) -> str:
     text_hash = _short_hash(raw)
     if shape == raw:  # no digits: nothing to mask, and no token (a token has a digit)
         return text_hash * 3 + "-"
-    mask = _mask_gauge if _is_progress_text(text) else _mask_measurement
+    mask = _mask_gauge if _is_progress(text, path) else _mask_measurement
     measured = _MEASURED().sub(mask, text).encode("utf-8", "surrogatepass")
     token = "t" if _TOKEN().fullmatch(text.strip()) else "-"
     return text_hash + _short_hash(shape) + (
@@ -179,17 +180,18 @@ def leaf_digest(text: str) -> str:
 
 # Words that say a percentage or a byte size counts work done (issue 21): such a number that
 # changes is progress, never learned away. Without them (``cpu 0.3%``, ``mem 62.5mb`` in a
-# status table) it is a gauge, learned as volatile. A leaf that is one measurement alone
-# (``{"progress": "12%"}``) is progress too.
+# status table) it is a gauge, learned as volatile. A field named so (``{"progress": "12%"}``)
+# counts progress too.
 _PROGRESS_CUE = lazy_pattern(
-    r"\b(?:done|complete[ds]?|progress|download(?:ed|ing)?|upload(?:ed|ing)?|cop(?:ied|ying)|"
-    r"transferr(?:ed|ing)|receiv(?:ed|ing)|written|writing|processed|fetched|"
-    r"extract(?:ed|ing)|install(?:ed|ing)|remaining|of)\b", re.IGNORECASE)
-_LONE_MEASURE = lazy_pattern(r"\s*\d+(?:[.,]\d+)?\s?(?:%|[kmgtp]i?b|b)\s*", re.IGNORECASE)
+    r"(?:\b|_)(?:done|complete[ds]?|progress|percent|download(?:ed|ing)?|upload(?:ed|ing)?|"
+    r"cop(?:ied|ying)|transferr(?:ed|ing)|receiv(?:ed|ing)|written|writing|processed|fetched|"
+    r"extract(?:ed|ing)|install(?:ed|ing)|remaining|of)(?:\b|_)", re.IGNORECASE)
 
 
-def _is_progress_text(text: str) -> bool:
-    return _LONE_MEASURE().fullmatch(text) is not None or _PROGRESS_CUE().search(text) is not None
+def _is_progress(text: str, path: str) -> bool:
+    cue = _PROGRESS_CUE()
+    key = path.rsplit(".", 1)[-1] if path else ""
+    return cue.search(text) is not None or (bool(key) and cue.search(key) is not None)
 
 
 def _mask_gauge(match: re.Match[str]) -> str:

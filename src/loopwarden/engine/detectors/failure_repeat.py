@@ -23,6 +23,7 @@ _TOKEN_SPLIT = re.compile(r"[\s=,;|&<>()\[\]{}]+")
 _QUOTES = "'\"`"
 # OpenClaw's exec text ends with this footer when the command failed.
 _EXIT_FOOTER = re.compile(r"\(Command exited with code [1-9]\d*\)\s*\Z")
+_FOOTER_REACH = 64  # the footer is searched for in the text's end only
 # An error that only states an exit status says nothing about which failure it was.
 _STATUS_ONLY = re.compile(
     r"(?:\s|<arg>|exit code \d+|\(?command exited with code \d+\)?|error|failed|[.:#()\[\]-])*",
@@ -77,7 +78,7 @@ def failure_text(result: Any, error: str | None, outcome_kind: str | None,
         return error
     if reported is not None:
         return reported
-    if isinstance(result, str) and _EXIT_FOOTER.search(result) is not None:
+    if isinstance(result, str) and _EXIT_FOOTER.search(result[-_FOOTER_REACH:]) is not None:
         return result  # a shell's text output that ends by saying the command failed
     if outcome_kind == OUTCOME_TERMINAL_EXEC_FAILURE and isinstance(result, Mapping):
         details = result.get("details")
