@@ -19,6 +19,7 @@ from .streaks import NO_STREAK, Streak
 
 _MIN_TOKEN = 3  # shorter argument values ("-l", "1") would mask ordinary words and digits
 _MAX_TOKENS = 64
+_MAX_LEAF = 1024
 _TOKEN_SPLIT = re.compile(r"[\s=,;|&<>()\[\]{}]+")
 _QUOTES = "'\"`"
 # OpenClaw's exec text ends with this footer when the command failed.
@@ -52,6 +53,8 @@ def argument_tokens(args: Any) -> list[str]:
     word of it (a command's paths and ids), quotes stripped, longest first."""
     tokens: set[str] = set()
     for leaf in _leaves(args):
+        if len(leaf) > _MAX_LEAF:  # file contents, patches: not what an error message echoes
+            continue
         for token in (leaf, *_TOKEN_SPLIT.split(leaf)):
             token = token.strip(_QUOTES)
             if len(token) >= _MIN_TOKEN:
@@ -64,10 +67,33 @@ def argument_tokens(args: Any) -> list[str]:
 def echo_masked(text: str, args: Any) -> str:
     """``text`` with the call's own argument values masked (whole values only: a value inside a
     longer word stays), then its volatile spans (times, ids, pids)."""
-    for token in argument_tokens(args):
+    for token in argument_tokens(args):  # longest first; str.find: no regex to compile per call
         if token in text:
-            text = re.sub(rf"(?<![\w.\-/]){re.escape(token)}(?![\w\-/])", "<arg>", text)
+            text = _mask_whole(text, token)
     return mask_volatile(text)
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char in "_-/"
+
+
+def _mask_whole(text: str, token: str) -> str:
+    """``text`` with each occurrence of ``token`` that is not part of a longer word masked."""
+    parts: list[str] = []
+    start = 0
+    at = text.find(token)
+    while at >= 0:
+        end = at + len(token)
+        before = text[at - 1] if at else ""
+        after = text[end] if end < len(text) else ""
+        if (not before or not (_is_word(before) or before == ".")) and not (
+                after and _is_word(after)):
+            parts.append(text[start:at])
+            parts.append("<arg>")
+            start = end
+        at = text.find(token, end if start == end else at + 1)
+    parts.append(text[start:])
+    return "".join(parts)
 
 
 def failure_text(result: Any, error: str | None, outcome_kind: str | None,
