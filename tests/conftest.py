@@ -1,17 +1,41 @@
+"""Shared fixtures and the two test tiers.
+
+A test is ``integration`` when it spawns a process, a server, a browser or a host binary, or
+drives a real agent framework; every test of a folder in ``INTEGRATION_FOLDERS`` is, the others
+are marked in their module. Tests marked ``redis`` or ``chromium`` need a server or a browser,
+so they are integration too, as are the users of the redis fixtures. ``slow`` marks
+hypothesis-heavy and deep-value stress tests. The
+fast tier, ``python -m pytest -q -m "not integration and not slow"``, is everything else, and a
+test in it that starts a process fails: the tier stays fast because the rule is checked.
+"""
+
 from __future__ import annotations
 
+import _posixsubprocess
+import itertools
 import os
+import re
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 # The hooks these tests start answer in their own process: a resident server left behind by
-# each would outlive its test (tests/test_claude_hook_resident.py switches it on, in a private
-# runtime directory, and stops what it started).
+# each would outlive its test (tests/cli/test_claude_hook_resident.py switches it on, in a
+# private runtime directory, and stops what it started).
 os.environ.setdefault("LOOPWARDEN_HOOK_SERVER", "0")
 
-REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 CORPUS = REPO.parent / "shared" / "corpus"
+
+# Folders whose every test is integration (real frameworks, MCP servers, host binaries).
+INTEGRATION_FOLDERS = (TESTS / "integrations",)
+# Markers and fixtures that mean a server or a browser is started or reached.
+INTEGRATION_MARKERS = ("redis", "chromium")
+INTEGRATION_FIXTURES = ("redis_url", "redis_prefix", "own_redis")
 
 
 @pytest.fixture
@@ -19,3 +43,85 @@ def corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip("../shared/corpus is not present")
     return CORPUS
+
+
+def _in_integration_folder(path: Path) -> bool:
+    return any(path == folder or folder in path.parents for folder in INTEGRATION_FOLDERS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of the integration folders, and those needing a server or a browser."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if (_in_integration_folder(item.path)
+                or any(item.get_closest_marker(name) for name in INTEGRATION_MARKERS)
+                or any(name in fixtures for name in INTEGRATION_FIXTURES)):
+            item.add_marker(pytest.mark.integration)
+
+
+def _selects_integration_tests(markexpr: str) -> bool:
+    """Whether ``-m markexpr`` can select a test marked ``integration``, whatever its other
+    markers. Unsure (an expression pytest's parser rejects) counts as yes."""
+    try:
+        from _pytest.mark.expression import Expression
+
+        expression = Expression.compile(markexpr)
+    except Exception:  # pytest reports a bad expression itself
+        return True
+    names = sorted(set(re.findall(r"[A-Za-z_][\w-]*", markexpr))
+                   - {"and", "or", "not", "integration"})
+    if len(names) > 8:
+        return True
+    for values in itertools.product((False, True), repeat=len(names)):
+        marked = frozenset({"integration", *itertools.compress(names, values)})
+        if expression.evaluate(marked.__contains__):
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Skip importing an integration folder (real frameworks cost seconds to import) when the
+    ``-m`` expression leaves all of its tests out."""
+    markexpr = config.getoption("markexpr", "") or ""
+    if markexpr and collection_path in INTEGRATION_FOLDERS and not _selects_integration_tests(
+            markexpr):
+        return True
+    return None
+
+
+# Processes started by the test that is running: subprocess and asyncio's subprocesses go
+# through Popen, multiprocessing through os.fork or (spawn, forkserver) _posixsubprocess.
+_spawned = [0]
+_popen_init = subprocess.Popen.__init__
+_fork = os.fork
+_fork_exec = _posixsubprocess.fork_exec
+
+
+def _counting_popen_init(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+    _spawned[0] += 1
+    _popen_init(self, *args, **kwargs)
+
+
+def _counting_fork() -> int:
+    _spawned[0] += 1
+    return _fork()
+
+
+def _counting_fork_exec(*args: Any) -> int:
+    _spawned[0] += 1
+    return _fork_exec(*args)  # type: ignore[no-any-return]
+
+
+subprocess.Popen.__init__ = _counting_popen_init  # type: ignore[method-assign]
+os.fork = _counting_fork
+_posixsubprocess.fork_exec = _counting_fork_exec
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test not marked integration that starts a process fails, naming the rule."""
+    before = _spawned[0]
+    yield
+    if _spawned[0] != before and not request.node.get_closest_marker("integration"):
+        pytest.fail("this test started a process: mark it @pytest.mark.integration "
+                    "(tests/conftest.py)", pytrace=False)

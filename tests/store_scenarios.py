@@ -6,6 +6,7 @@ must not depend on which store holds the state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loopwarden import LoopDetectionConfig, LoopGuard, SessionState, Store
@@ -67,11 +68,14 @@ def surrogate_script() -> list[Step]:
 def drive(
     guard: LoopGuard, steps: list[Step], *, session: str, run_id: str | None = "run-1",
     prefix: str = "c", retry_before: bool = False, retry_after: bool = False,
+    before_step: Callable[[], object] | None = None,
 ) -> list[str]:
     """Run ``steps`` as an agent would; ``retry_before``/``retry_after`` fire that hook twice
-    with the same call id (a retried hook)."""
+    with the same call id (a retried hook); ``before_step`` runs before each step."""
     actions = []
     for i, (tool, args, result) in enumerate(steps):
+        if before_step is not None:
+            before_step()
         call_id = f"{prefix}{i}"
         verdict = guard.before_tool_call(tool, args, session=session, run_id=run_id,
                                          call_id=call_id)
@@ -100,10 +104,11 @@ def race_steps(worker: int) -> list[Step]:
     return [(f"tool{worker}", {"n": 1}, SAME)] * RACE_CALLS
 
 
-def race_worker_run(guard: LoopGuard, worker: int) -> list[str]:
+def race_worker_run(guard: LoopGuard, worker: int,
+                    before_step: Callable[[], object] | None = None) -> list[str]:
     return drive(guard, race_steps(worker), session=RACE_SESSION, run_id="race",
                  prefix=f"w{worker}-", retry_before=worker % 2 == 0,
-                 retry_after=worker % 3 == 0)
+                 retry_after=worker % 3 == 0, before_step=before_step)
 
 
 def sequential_race_reference(store: Store) -> tuple[dict[int, list[str]], SessionState]:
@@ -133,8 +138,8 @@ _barrier: Any = None
 
 
 def init_race_worker(barrier: Any) -> None:
-    """Pool initializer: every race waits on this (reusable) barrier so all workers start
-    together."""
+    """Pool initializer: every race step waits on this (reusable) barrier, so all workers
+    make their n-th call together."""
     global _barrier
     _barrier = barrier
 
@@ -143,9 +148,11 @@ def race_task(kind: str, where: str, prefix: str, worker: int) -> tuple[int, lis
     """One worker of the race test (module level, so a ``spawn`` pool can import it)."""
     store = make_store(kind, where, prefix)
     guard = LoopGuard(RACE_CONFIG, store=store)
-    _barrier.wait(timeout=120)
     try:
-        actions = race_worker_run(guard, worker)
+        # Lock-step: every worker makes its n-th call only once all have finished their
+        # (n-1)-th, so the eight race within each round, and each round holds a call of each:
+        # the records interleave by construction, whatever the scheduler does.
+        actions = race_worker_run(guard, worker, lambda: _barrier.wait(timeout=120))
     finally:
         store.close()
     failures = guard.stats.store_failures + guard.stats.internal_errors

@@ -7,6 +7,7 @@ Read with ``ast`` from the sources, so nothing is imported and nothing runs.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,12 @@ def modules() -> list[Path]:
     return sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """Each module is parsed once for all the checks."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def name(path: Path) -> str:
     return str(path.relative_to(SRC))
 
@@ -39,7 +46,7 @@ def test_no_module_is_over_500_lines(path: Path) -> None:
 def test_no_class_is_over_250_lines() -> None:
     over = {}
     for path in modules():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ClassDef):
                 key = f"{name(path)}:{node.name}"
                 size = (node.end_lineno or node.lineno) - node.lineno + 1
@@ -68,5 +75,5 @@ def undocumented(tree: ast.AST, prefix: str = "") -> list[str]:
 
 def test_every_public_function_method_and_class_has_a_docstring() -> None:
     missing = [f"{name(path)}: {item}" for path in modules()
-               for item in undocumented(ast.parse(path.read_text(encoding="utf-8")))]
+               for item in undocumented(parsed(path))]
     assert missing == []

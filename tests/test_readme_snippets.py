@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -350,7 +352,8 @@ def redis_url() -> Iterator[str]:
 def _workspace(root: Path, block: Block) -> tuple[Path, dict[str, str]]:
     """A folder like a fresh clone's top folder for ``block``, and the environment to run in."""
     work, home, bin_dir = root / "work", root / "home", root / "bin"
-    for folder in (work, home, bin_dir):
+    runtime = root / "run"  # (`claude-hook --stop-servers` must stop no server of the user's)
+    for folder in (work, home, bin_dir, runtime):
         folder.mkdir(parents=True, exist_ok=True)
     shutil.copytree(EXAMPLES, work / "examples", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -367,7 +370,7 @@ def _workspace(root: Path, block: Block) -> tuple[Path, dict[str, str]]:
         (work / name).write_text(text)
     corpus = _corpus()
     env = child_env(HOME=str(home), PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-                    COLUMNS="80", NO_COLOR="1")
+                    COLUMNS="80", NO_COLOR="1", XDG_RUNTIME_DIR=str(runtime))
     if corpus is not None:
         env["CORPUS"] = str(corpus)  # the docs' commands name it $CORPUS
     for name in ("LOOPWARDEN_DB", "LOOPWARDEN_DISABLED", "LOOPWARDEN_MCP_MAX_MESSAGE_BYTES",

@@ -81,6 +81,7 @@ def post_tool_use(n: int, command: str = "ls") -> dict[str, Any]:
             "tool_response": {"stdout": "same", "stderr": ""}}
 
 
+@pytest.mark.integration
 def test_the_hook_never_imports_typer_rich_click_or_matplotlib(tmp_path: Path) -> None:
     db = tmp_path / "hook.db"
     first = run_hook(pre_tool_use(1), "--db", str(db))
@@ -90,6 +91,7 @@ def test_the_hook_never_imports_typer_rich_click_or_matplotlib(tmp_path: Path) -
         assert not modules & set(HEAVY), modules & set(HEAVY)
 
 
+@pytest.mark.integration
 def test_after_the_first_call_the_config_comes_from_the_cache_without_pydantic(
     tmp_path: Path,
 ) -> None:
@@ -100,6 +102,7 @@ def test_after_the_first_call_the_config_comes_from_the_cache_without_pydantic(
     assert not later & {*VALIDATION, "asyncio"}, later & {*VALIDATION, "asyncio"}
 
 
+@pytest.mark.integration
 def test_the_cached_config_guards_like_the_validated_one(tmp_path: Path) -> None:
     # OpenClaw's default thresholds, through the cache from the second call on.
     db = tmp_path / "hook.db"
@@ -130,6 +133,7 @@ def warned_at(db: Path, config: Path, session: str, calls: int = 8) -> int | Non
     return None
 
 
+@pytest.mark.integration
 def test_an_edited_config_applies_on_the_next_call(tmp_path: Path) -> None:
     db, config = tmp_path / "hook.db", write_config(tmp_path / "openclaw.json", 3, 5)
     assert warned_at(db, config, "a") == 4
@@ -137,6 +141,7 @@ def test_an_edited_config_applies_on_the_next_call(tmp_path: Path) -> None:
     assert warned_at(db, config, "b") == 6
 
 
+@pytest.mark.integration
 def test_a_damaged_cache_is_only_slower(tmp_path: Path) -> None:
     db, config = tmp_path / "hook.db", write_config(tmp_path / "openclaw.json", 3, 5)
     assert warned_at(db, config, "a") == 4
@@ -148,6 +153,7 @@ def test_a_damaged_cache_is_only_slower(tmp_path: Path) -> None:
         assert warned_at(db, config, f"after {damage[:8]}") == 4
 
 
+@pytest.mark.integration
 def test_a_bad_config_is_reported_every_time_and_never_cached(tmp_path: Path) -> None:
     db = tmp_path / "hook.db"
     config = tmp_path / "openclaw.json"
@@ -162,6 +168,7 @@ def test_a_bad_config_is_reported_every_time_and_never_cached(tmp_path: Path) ->
     assert code == 1 and "config file not found" in stderr
 
 
+@pytest.mark.integration
 def test_usage_errors_do_not_block_the_tool_call(tmp_path: Path) -> None:
     # Claude Code reads exit code 2 as "block": a typo in settings.json must not stop every call.
     code, output, stderr, _ = run_hook(pre_tool_use(1), "--db", str(tmp_path / "h.db"), "--bogus")
@@ -171,6 +178,7 @@ def test_usage_errors_do_not_block_the_tool_call(tmp_path: Path) -> None:
     assert code == 1 and "expected one argument" in stderr
 
 
+@pytest.mark.integration
 def test_help_lists_the_options() -> None:
     code, text, _, modules = run_hook("", "--help")
     assert code == 0

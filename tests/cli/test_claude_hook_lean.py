@@ -78,6 +78,7 @@ def compiled_by(report: dict[str, Any], module: str, *, package: bool = False) -
             if name == module or (package and name and name.startswith(module + "."))]
 
 
+@pytest.mark.integration
 def test_an_ordinary_call_compiles_no_masking_or_shell_pattern(tmp_path: Path) -> None:
     db = tmp_path / "hook.db"
     run_hook(bash_call(0), db)  # validates and caches the config
@@ -94,6 +95,7 @@ def test_an_ordinary_call_compiles_no_masking_or_shell_pattern(tmp_path: Path) -
         assert "loopwarden.guard.stores._runs" not in report["modules"]
 
 
+@pytest.mark.integration
 def test_the_patterns_compile_when_a_call_needs_them(tmp_path: Path) -> None:
     # The early preset masks volatile spans and reads the shell command: same answers as before,
     # the patterns now compiled on first use.

@@ -26,7 +26,7 @@ import pytest
 
 from loopwarden.cli import _resident
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
+pytestmark = [pytest.mark.skipif(os.name != "posix", reason="Unix sockets"), pytest.mark.integration]
 
 # The console script, then whether this process imported the guard (it did not if a server
 # answered) on stderr.

@@ -187,6 +187,7 @@ def test_shown_names_are_relative_to_each_argument(tmp_path: Path) -> None:
 # -- 80 columns, piped ---------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("columns", [80, 100, 160])
 def test_piped_table_fits_the_width_and_never_wraps_a_path(deep_tree: Path,
                                                            columns: int) -> None:
@@ -241,6 +242,7 @@ def test_a_file_name_with_a_newline_stays_on_one_line(tmp_path: Path) -> None:
 # -- absolute arguments: no ../ -----------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_an_absolute_argument_shows_paths_relative_to_it(deep_tree: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "somewhere" / "else"
     elsewhere.mkdir(parents=True)
@@ -319,6 +321,7 @@ def test_up_to_the_limit_clean_files_are_listed(tmp_path: Path) -> None:
 # -- stdin ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_dash_reads_one_transcript_from_stdin_with_its_format_detected() -> None:
     poll = EXAMPLES / "poll-loop.openclaw.jsonl"
     from_file = scan_json(poll)["files"][0]
@@ -353,6 +356,7 @@ def test_empty_or_unrecognised_stdin_is_an_input_error() -> None:
 # -- --jobs --------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("extra", [["--json"], [], ["--sort", "waste", "--all"]])
 def test_jobs_output_is_byte_identical_to_one_process(extra: list[str]) -> None:
     args = [*extra, EXAMPLES, FIXTURES]
@@ -366,6 +370,7 @@ def test_jobs_output_is_byte_identical_to_one_process(extra: list[str]) -> None:
     assert cli("scan", *args).stdout == serial.stdout  # the default (cores) too
 
 
+@pytest.mark.integration
 def test_jobs_output_is_identical_from_the_command_line_too() -> None:
     serial = cli_process("scan", "--json", "--jobs", "1", EXAMPLES, FIXTURES)
     parallel = cli_process("scan", "--json", "--jobs", "2", EXAMPLES, FIXTURES)
@@ -373,6 +378,7 @@ def test_jobs_output_is_identical_from_the_command_line_too() -> None:
     assert parallel.stdout == serial.stdout and parallel.stderr == serial.stderr
 
 
+@pytest.mark.integration
 def test_scanning_with_jobs_uses_worker_processes_and_keeps_the_order() -> None:
     files = sorted(EXAMPLES.iterdir()) + sorted(FIXTURES.rglob("*.json*"))
     serial = [scan_file(path, ENABLED) for path in files]
@@ -389,6 +395,7 @@ def test_scanning_with_jobs_uses_worker_processes_and_keeps_the_order() -> None:
         assert all(scan.trace is None for scan in results)
 
 
+@pytest.mark.integration
 def test_jobs_must_be_positive() -> None:
     assert cli("scan", "--jobs", "0", EXAMPLES).returncode == 2
 
@@ -418,6 +425,7 @@ def runs_db(tmp_path: Path) -> Path:
     return db
 
 
+@pytest.mark.integration
 def test_runs_fits_80_columns_with_one_line_per_run(runs_db: Path) -> None:
     done = cli_process("runs", "--db", runs_db)
     assert done.returncode == 0, done.stderr
@@ -443,6 +451,7 @@ def test_runs_shows_whole_ids_on_a_wide_console(runs_db: Path) -> None:
     assert SESSION in done.stdout and RUN in done.stdout and TOOL in done.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) for a terminal")
 def test_scan_on_a_terminal_of_80_columns_fits_too(deep_tree: Path) -> None:
     command = (f"stty cols 80 rows 50; {sys.executable} -m loopwarden.cli scan {deep_tree}")

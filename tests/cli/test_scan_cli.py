@@ -204,6 +204,7 @@ def test_broken_lines_are_reported_and_skipped(tmp_path: Path) -> None:
     assert entry["problems"] and entry["problems"][0]["line"] == 4
 
 
+@pytest.mark.integration
 def test_cli_module_imports_and_scans_without_matplotlib() -> None:
     code = (
         "import sys, json; sys.modules['matplotlib'] = None\n"

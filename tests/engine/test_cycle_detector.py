@@ -345,12 +345,14 @@ def _random_cycle_history(seed: int, warning: int) -> dict[str, int]:
     return fired
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warning", [3, 6, 10])
 @pytest.mark.parametrize("seed", range(6))
 def test_the_gate_never_skips_a_cycle(warning: int, seed: int) -> None:
     _random_cycle_history(seed, warning)
 
 
+@pytest.mark.slow
 def test_the_random_cycle_histories_reach_the_cycle_rules() -> None:
     fired: dict[str, int] = {}
     for warning in (3, 6, 10):

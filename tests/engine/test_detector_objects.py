@@ -186,6 +186,7 @@ def check(config: dict[str, Any], seed: int, gates: dict[Detector[Any], Gate] | 
 SEEDS = range(6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c['preset']}-w{c['warning_threshold']}")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_may_fire_is_true_whenever_a_rule_of_the_detector_fires(config: dict[str, Any],
@@ -194,6 +195,7 @@ def test_may_fire_is_true_whenever_a_rule_of_the_detector_fires(config: dict[str
     assert report.misses == []
 
 
+@pytest.mark.slow
 def test_the_random_histories_make_every_detector_fire() -> None:
     """Otherwise the property above would hold for a detector by never testing it."""
     fired: set[str] = set()
@@ -218,6 +220,7 @@ def _cycle_without_vetoes(view: RunView, call: Prospect, limits: Limits) -> bool
         view.records, call.args_hash, limits.warning)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("family", "wrong"), [
     *[(d, _never) for d in DETECTORS],
     (NO_PROGRESS, _strict_repeat),

@@ -366,6 +366,7 @@ def test_eval_by_source_reports_repositories_and_holds_each_group_out(tmp_path: 
     assert "| held-out repository |" in text.stdout and "| o+r3 | 1 | 0 | 1 | 1 |" in text.stdout
 
 
+@pytest.mark.slow
 def test_calibrate_defaults_work_from_a_hundred_runs() -> None:
     from loopwarden.offline.calibration import calibrate, score_run
 

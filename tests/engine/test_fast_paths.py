@@ -91,6 +91,7 @@ def _replay_checking_shortcut(preset: Any, warning: int, seed: int) -> dict[str,
     return fired
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["openclaw", "early"])
 @pytest.mark.parametrize("warning", [3, 7])  # below and above the churn's own repeat count
 @pytest.mark.parametrize("seed", range(8))
@@ -99,6 +100,7 @@ def test_skipping_measurement_never_changes_a_detection(preset: str, warning: in
     _replay_checking_shortcut(preset, warning, seed)
 
 
+@pytest.mark.slow
 def test_the_random_histories_reach_every_detector() -> None:
     fired: set[str] = set()
     for preset in ("openclaw", "early"):
@@ -113,7 +115,7 @@ def test_after_tool_call_matches_the_admitted_call_when_the_tool_mutated_its_arg
     # The fingerprint cache never hands the after hook a stale hash for args changed in place
     # (both variants agree), and the outcome goes to the call admitted under this call id, under
     # its admitted fingerprint (it used to append a second record for the changed args; see
-    # tests/test_reliability_guard.py).
+    # tests/guard/test_guard_hostile_hosts.py).
     def history_of(mutate_in_place: bool | None) -> list[tuple[str, str | None]]:
         guard = LoopGuard(LoopDetectionConfig(enabled=True))
         args: dict[str, Any] = {"path": "a"}

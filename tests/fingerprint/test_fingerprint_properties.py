@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,8 @@ from loopwarden.fingerprint import (
     digest,
     outcome_of,
 )
+
+pytestmark = pytest.mark.slow
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -233,6 +236,7 @@ def _hashes_in_subprocess(seed: str) -> list[str]:
     return hashes
 
 
+@pytest.mark.integration
 def test_hashes_are_identical_across_processes() -> None:
     runs = [_hashes_in_subprocess(seed) for seed in ("0", "1", "4242", "random")]
     assert all(run == runs[0] for run in runs)

@@ -286,6 +286,7 @@ def test_volatile_keys_keep_cycles_intact(registry: ProfileRegistry) -> None:
 # Thread safety
 
 
+@pytest.mark.slow
 def test_concurrent_reads_during_registration(registry: ProfileRegistry) -> None:
     errors: list[BaseException] = []
     stop = threading.Event()

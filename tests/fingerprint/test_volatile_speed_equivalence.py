@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,8 @@ from loopwarden import MISSING, LoopDetectionConfig, LoopGuard
 from loopwarden.fingerprint import volatile
 from loopwarden.fingerprint.volatile import has_digit, mask_volatile
 from loopwarden.offline.transcripts import iter_transcript_files, read_transcript
+
+pytestmark = pytest.mark.slow
 
 # The reference, verbatim from before the fast path: one alternation, tried at every position.
 _REFERENCE = re.compile(

@@ -199,7 +199,7 @@ def test_retried_hook_does_not_count_twice() -> None:
     for i in range(10):
         # Every hook delivered twice. (Not the pair before, after, before, after: once its
         # outcome is recorded a call id is free again, as hosts that number calls per turn
-        # reuse it; see tests/test_reliability_guard.py.)
+        # reuse it; see tests/guard/test_guard_hostile_hosts.py.)
         for _ in range(2):
             guard.before_tool_call("read", {"p": 1}, session="s", run_id="r", call_id=f"c{i}")
         for _ in range(2):

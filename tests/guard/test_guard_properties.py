@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwarden import MISSING, LoopDetectionConfig, LoopDetector, LoopGuard, SessionState
+
+pytestmark = pytest.mark.slow
 
 leaves = st.one_of(
     st.none(), st.booleans(), st.integers(), st.integers(min_value=2**70, max_value=2**80),

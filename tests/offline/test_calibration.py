@@ -46,6 +46,7 @@ def alarm_rates(runs: list[list[ToolCall]], config: LoopDetectionConfig) -> tupl
     return warned / len(runs), blocked / len(runs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["openclaw", "early"])
 def test_calibrated_thresholds_hold_their_bound_on_fresh_runs(preset: str) -> None:
     rng = random.Random(11)

@@ -464,6 +464,7 @@ def _images(page: str) -> list[str]:
     return _parse(page).images
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(sys.platform != "linux", reason="the plot worker is forked on Linux only")
 def test_background_plots_are_the_same_as_foreground_plots(
         triage_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -500,6 +501,7 @@ print("svg" if svg.lstrip().startswith("<?xml") and "<svg" in svg else "no svg")
 """
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(sys.platform != "linux", reason="the plot worker is forked on Linux only")
 def test_a_killed_plot_worker_falls_back_to_drawing_here(triage_dir: Path) -> None:
     done = subprocess.run([sys.executable, "-c", _KILLED_WORKER,
@@ -512,6 +514,7 @@ def test_a_killed_plot_worker_falls_back_to_drawing_here(triage_dir: Path) -> No
 # -- budget on the corpus --------------------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.corpus
 def test_report_on_the_corpus_fits_the_size_budget(tmp_path: Path) -> None:
     if CORPUS_RAW is None:

@@ -43,7 +43,7 @@ def _claude_hook(argv: list[str]) -> int:
     like this one, else here, leaving a server behind for the next hook."""
     from . import _resident
 
-    served = _resident.enabled() and "-h" not in argv and "--help" not in argv
+    served = _resident.enabled() and not {"-h", "--help", "--stop-servers"} & set(argv)
     if served:
         try:
             payload = sys.stdin.buffer.read()

@@ -48,9 +48,10 @@ _IDLE_TTL_SECONDS = 7 * 24 * 3600
 # call of Claude Code: past this the hook fails open, logging the failure on stderr.
 _BUSY_TIMEOUT_SECONDS = 1.0
 
+_STOP_SERVERS = "--stop-servers"
 _HELP = ("Guard Claude Code tool calls: reads one hook payload on stdin, writes the hook's "
          "answer on stdout (settings.json: PreToolUse, PostToolUse, PostToolUseFailure, "
-         "PreCompact).")
+         f"PreCompact). `{_STOP_SERVERS}` alone stops your resident hook servers.")
 
 
 class _HookExit(Exception):
@@ -154,7 +155,12 @@ def register(app: typer.Typer) -> None:
 
 
 def run(argv: Sequence[str]) -> int:
-    """``loopwarden claude-hook ARGV``: answers the payload on stdin; returns the exit code."""
+    """``loopwarden claude-hook ARGV``: answers the payload on stdin; returns the exit code.
+    ``--stop-servers`` alone stops this user's resident hook servers instead."""
+    if list(argv) == [_STOP_SERVERS]:
+        from ._resident_server import stop_servers
+
+        return stop_servers()
     try:
         options = _parse(list(argv))
         _answer(options["db"], options["config"], options["agent"], options["exit_behavior"])
@@ -174,24 +180,34 @@ def run(argv: Sequence[str]) -> int:
 
 def serve(argv: Sequence[str]) -> int:
     """Answer hooks started with ``argv`` from this process until it is idle (the resident
-    server, :mod:`loopwarden.cli._resident`): the imports are paid once, not per hook."""
-    from ._resident import serve as serve_resident
+    server, :mod:`loopwarden.cli._resident_server`): the imports are paid once, not per hook."""
+    from ._resident_server import serve as serve_resident
 
     return serve_resident(argv, run)
 
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,
             exit_behavior: str) -> None:
-    from ..integrations.claude_code_hook import HANDLED_EVENTS
+    from ..integrations.claude_code_hook import BATCH_EVENT, HANDLED_EVENTS
 
     payload = _read_payload()
-    if payload.get("hook_event_name") not in HANDLED_EVENTS:
+    event = payload.get("hook_event_name")
+    if event == BATCH_EVENT:  # the payload alone decides: no config, no database
+        output = _batch_stop(payload, exit_behavior)
+    elif event not in HANDLED_EVENTS:
         # Registered for an event loopwarden does not act on: answer at once, touch nothing.
         return
-    output = _handle(payload, db or default_db_path(), config, agent, exit_behavior)
+    else:
+        output = _handle(payload, db or default_db_path(), config, agent, exit_behavior)
     if output:
         sys.stdout.write(json.dumps(output) + "\n")
         sys.stdout.flush()
+
+
+def _batch_stop(payload: dict[str, Any], exit_behavior: str) -> dict[str, Any]:
+    from ..integrations.claude_code_hook import batch_stop_output, check_exit_behavior
+
+    return batch_stop_output(payload, exit_behavior=check_exit_behavior(exit_behavior))
 
 
 def _handle(
@@ -357,12 +373,23 @@ def _cache_snapshot(cache: Path, entries: dict[str, Any], key: str, data: Any) -
 
 def _read_payload() -> dict[str, Any]:
     try:
-        payload = json.loads(sys.stdin.read())
+        payload = json.loads(_read_stdin())
     except ValueError as exc:
         _fail(f"loopwarden: hook input is not JSON ({exc})")
     if not isinstance(payload, dict):
         _fail("loopwarden: hook input is not a JSON object")
     return payload
+
+
+def _read_stdin() -> str:
+    """The hook input, read as UTF-8 whatever the locale, a byte that is not UTF-8 kept as a
+    lone surrogate (and guarded like any other text): the same text in the hook's own process
+    and in the resident server."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a text stream without bytes beneath (a caller's StringIO)
+        return sys.stdin.read()
+    data: bytes = buffer.read()
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _fail(message: str) -> NoReturn:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -74,10 +76,19 @@ def claude_code(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the change as a unified diff; write nothing.",
     )] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Report which hook behaviours the installed Claude Code supports "
+        "(from `claude --version`) and whether the hooks are installed; change nothing. "
+        "Exit 1 when the release is unsupported or the hooks are missing.",
+    )] = False,
+    claude: Annotated[str | None, typer.Option(
+        "--claude", help="The claude executable --check asks (default: claude on PATH).",
+    )] = None,
 ) -> None:
     """Write the hooks that run `loopwarden claude-hook` into Claude Code's settings.json.
 
-    Events: PreToolUse, PostToolUse, PostToolUseFailure, PreCompact. Safe to run again.
+    Events: PreToolUse, PostToolUse, PostToolUseFailure, PostToolBatch, PreCompact. Safe to
+    run again. Needs Claude Code 2.1.197 or later (--check tells).
 
     loopwarden's entries (known by their command) are replaced, never duplicated; others stay.
 
@@ -85,6 +96,14 @@ def claude_code(
     """
     if user and project:
         _error("--user and --project exclude each other")
+    if check:
+        from .claude_check import check_report
+
+        paths = [_settings_path(project=project)] if user or project else [
+            _settings_path(project=False), _settings_path(project=True)]
+        code, report = check_report(claude, paths)
+        typer.echo(report)
+        raise typer.Exit(code)
     path = _settings_path(project=project)
     old_text, settings = _read_settings(path)
     command = None
@@ -104,7 +123,8 @@ def claude_code(
         what = "no loopwarden hooks" if remove else "the hooks are already installed"
         typer.echo(f"{path}: {what}; nothing to change")
         return
-    new_text = json.dumps(new_settings, indent=2, ensure_ascii=False) + "\n"
+    # allow_nan=False: whatever got in, what is written is JSON (reading already refuses).
+    new_text = json.dumps(new_settings, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if dry_run:
         diff = difflib.unified_diff(
             (old_text or "").splitlines(keepends=True), new_text.splitlines(keepends=True),
@@ -137,20 +157,59 @@ def _settings_path(*, project: bool) -> Path:
 
 
 def _read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
-    """(the file's text, its object); (None, {}) when there is no file yet."""
+    """(the file's text, its object); (None, {}) when there is no file yet. Only a regular
+    file is read (a named pipe would block, a device never end), and only JSON that can be
+    written back as JSON (no NaN, Infinity, or numbers too large for a float)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_regular_file(path)
     except FileNotFoundError:
         return None, {}
     except (OSError, UnicodeDecodeError) as exc:
         _error(f"cannot read {path}: {exc}")
     try:
-        settings = json.loads(text)
+        settings = json.loads(text, parse_constant=_non_finite, parse_float=_finite_float)
     except ValueError as exc:
         _error(f"{path} is not valid JSON ({exc}); fix or move it, then run this again")
     if not isinstance(settings, dict):
         _error(f"{path} is not a JSON object; fix or move it, then run this again")
     return text, settings
+
+
+def _read_regular_file(path: Path) -> str:
+    # Checked before opening (a socket cannot be opened, a directory not read), and again on
+    # the descriptor, opened without blocking (a FIFO's open waits for a writer): the check
+    # and the read are about the same file.
+    _refuse_non_regular(path, os.stat(path).st_mode)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        _refuse_non_regular(path, os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read().decode("utf-8")
+
+
+def _refuse_non_regular(path: Path, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+    _error(f"{path} is not a regular file ({kind}); loopwarden edits only a settings.json "
+           "that is a file (or a symlink to one)")
+
+
+def _non_finite(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON, and could not be written back as JSON")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):
+        raise ValueError(f"{literal[:40]} is too large for a float; written back it would be "
+                         "Infinity, which is not JSON")
+    return value
 
 
 def _checked_config(config: Path, agent: str | None) -> Path:
@@ -170,7 +229,9 @@ def _check_runs(command: str) -> None:
     """Run the hook command once as Claude Code would (through the shell) with an event it
     ignores; refuse to install a command that fails."""
     try:
+        # (No resident server left behind: it would be keyed to this folder, not the host's.)
         proc = subprocess.run(command, shell=True, input=_PROBE, capture_output=True, text=True,
+                              env={**os.environ, "LOOPWARDEN_HOOK_SERVER": "0"},
                               timeout=_PROBE_TIMEOUT_SECONDS, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         _error(f"the hook command did not run ({exc}): {command}")

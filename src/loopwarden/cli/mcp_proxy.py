@@ -50,6 +50,21 @@ def mcp_proxy(
                  "default 64M). An over-long request is answered with a JSON-RPC error.",
         ),
     ] = None,
+    max_pending_calls: Annotated[
+        int,
+        typer.Option(
+            "--max-pending-calls", metavar="N", min=1, envvar="LOOPWARDEN_MCP_MAX_PENDING_CALLS",
+            help="Calls kept while they await the server's answer (default 1024). Past it the "
+                 "oldest is evicted: logged, its outcome never recorded.",
+        ),
+    ] = 1024,
+    max_pending_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--max-pending-bytes", metavar="SIZE", envvar="LOOPWARDEN_MCP_MAX_PENDING_BYTES",
+            help="Bytes of those calls kept (default 64M); past it the oldest is evicted.",
+        ),
+    ] = None,
 ) -> None:
     """Front the MCP server CMD: mirror its tools and guard every tool call.
 
@@ -64,12 +79,18 @@ def mcp_proxy(
     """
     from ..guard import LoopGuard
     from ..integrations._stdio_lines import parse_size
-    from ..integrations.mcp_proxy import DEFAULT_MAX_MESSAGE_BYTES, run_proxy
+    from ..integrations.mcp_proxy import (
+        DEFAULT_MAX_MESSAGE_BYTES,
+        DEFAULT_MAX_PENDING_BYTES,
+        run_proxy,
+    )
 
     try:
         effective = proxy_config(config, agent)
         limit = DEFAULT_MAX_MESSAGE_BYTES if max_message_bytes is None \
             else parse_size(max_message_bytes)
+        pending_bytes = DEFAULT_MAX_PENDING_BYTES if max_pending_bytes is None \
+            else parse_size(max_pending_bytes)
     except (ConfigError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -78,7 +99,8 @@ def mcp_proxy(
         # Signals stop the server's whole process group before we exit (status 128+N).
         code = asyncio.run(run_proxy(command, LoopGuard(effective), session=session,
                                      agent_id=agent, max_message_bytes=limit,
-                                     handle_signals=True))
+                                     max_pending_calls=max_pending_calls,
+                                     max_pending_bytes=pending_bytes, handle_signals=True))
     except OSError as exc:  # the server command could not be started
         typer.echo(f"error: cannot start {command[0]!r}: {exc}", err=True)
         raise typer.Exit(127) from None

@@ -1,14 +1,16 @@
 """The MCP proxy's transport-free translation: :class:`McpLoopGuard` guards the ``tools/call``
 traffic of one client connection, given parsed messages.
 
-It keeps what an answer must be matched with: the calls in flight, the client batches some of
-whose calls were blocked, and the task-augmented calls whose outcome comes later. Part of
+It keeps what an answer must be matched with: the calls in flight (bounded, see
+:mod:`._mcp_pending`), the client batches some of whose calls were blocked, and the
+task-augmented calls whose outcome comes later. Part of
 :mod:`loopwarden.integrations.mcp_proxy`, which describes the behaviour.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +33,13 @@ from ._mcp_messages import (
     _tool_error,
     blocked_response,
 )
+from ._mcp_pending import (
+    DEFAULT_MAX_PENDING_BYTES,
+    DEFAULT_MAX_PENDING_CALLS,
+    InFlight,
+    PendingCalls,
+    ProxyStats,
+)
 
 __all__ = ["CALL_ID_META_KEYS", "MAX_TASKS", "RUN_ID_META_KEYS", "McpLoopGuard"]
 
@@ -39,22 +48,10 @@ CALL_ID_META_KEYS = ("toolCallId", "tool_call_id", "loopwarden/toolCallId")
 
 
 @dataclass(slots=True)
-class _InFlight:
-    """A forwarded ``tools/call`` waiting for the upstream's response."""
-
-    tool: str
-    args: Any
-    run_id: str | None
-    call_id: str | None
-    #: None for a retried call that carries input responses: it was admitted the first time.
-    before: Verdict | None
-
-
-@dataclass(slots=True)
 class _Task:
     """An admitted task-augmented call whose result the upstream has yet to hand over."""
 
-    flight: _InFlight
+    flight: InFlight
     #: The warning notes for the result, once the outcome is recorded (a failure seen in a
     #: status before the client fetched the result).
     notes: list[str] | None = None
@@ -76,6 +73,61 @@ class _PendingBatch:
     replies: list[dict[str, Any]]  # the blocked calls' responses
 
 
+class _Batches:
+    """The client batches some of whose calls were blocked, by the keys of their forwarded
+    requests the upstream has yet to answer; and the answers of the batches given up on (a
+    call evicted unanswered), which go out with the next client message."""
+
+    __slots__ = ("_by_key", "_completed", "max_keys")
+
+    def __init__(self, max_keys: int) -> None:
+        self.max_keys = max_keys
+        self._by_key: dict[str, _PendingBatch] = {}
+        self._completed: list[list[dict[str, Any]]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._by_key)
+
+    def add(self, awaited: list[str], order: list[str], blocked: list[dict[str, Any]]) -> None:
+        """A batch waiting for the upstream's answers to ``awaited``; past ``max_keys`` keys
+        the oldest is given up on, as an evicted call is."""
+        batch = _PendingBatch(set(awaited), order, blocked)
+        for key in awaited:
+            self._by_key[key] = batch
+        while len(self._by_key) > self.max_keys:
+            self.give_up(next(iter(self._by_key)))
+
+    def answered(self, message: Any) -> _PendingBatch | None:
+        """The pending batch ``message`` answers a call of, taken off the pending list."""
+        if not self._by_key:
+            return None
+        key = _response_key(message)
+        batch = self._by_key.get(key) if key is not None else None
+        if batch is not None:
+            for awaited in batch.awaited:
+                self._by_key.pop(awaited, None)
+        return batch
+
+    def cancel(self, key: str) -> list[Any] | None:
+        """Stops waiting for ``key``; returns its batch's answers once nothing is awaited."""
+        batch = self._by_key.pop(key, None)
+        if batch is None:
+            return None
+        batch.awaited.discard(key)
+        return None if batch.awaited else list(batch.replies)
+
+    def give_up(self, key: str) -> None:
+        """:meth:`cancel` for a call evicted unanswered: the answers go out later."""
+        replies = self.cancel(key)
+        if replies is not None:
+            self._completed.append(replies)
+
+    def take_completed(self) -> list[Any]:
+        """The answers of the batches given up on since the last call."""
+        completed, self._completed = self._completed, []
+        return completed
+
+
 class McpLoopGuard:
     """Guards the ``tools/call`` traffic of one MCP client connection (one guard session).
 
@@ -86,53 +138,61 @@ class McpLoopGuard:
     """
 
     def __init__(
-        self, guard: LoopGuard, *, session: str | None = None, agent_id: str | None = None
+        self, guard: LoopGuard, *, session: str | None = None, agent_id: str | None = None,
+        max_pending_calls: int = DEFAULT_MAX_PENDING_CALLS,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
     ) -> None:
         self.guard = guard
         self.session = session or f"mcp-{uuid.uuid4()}"
         self.agent_id = agent_id
-        self._in_flight: dict[str, _InFlight] = {}
+        #: What the connection gave up to stay bounded (evicted calls, unreadable lines...).
+        self.stats = ProxyStats()
+        self._in_flight = PendingCalls(max_pending_calls, max_pending_bytes, self.stats)
         # Clients may reuse JSON-RPC ids once a request is answered; the guard would take a
         # reused call id for a retried hook and not count the call, so ids are made unique.
         self._seq = itertools.count(1)
-        # Request key -> the partly blocked batch whose array answer it is part of.
-        self._batches: dict[str, _PendingBatch] = {}
+        self._batches = _Batches(max_pending_calls)
         # taskId -> the call it runs; request key -> the tasks/* method and the task it asks
         # about.
         self._tasks: dict[str, _Task] = {}
         self._task_requests: dict[str, tuple[str, str]] = {}
 
-    async def from_client(self, message: Any) -> tuple[Any, list[Any]]:
+    async def from_client(self, message: Any, *, size: int | None = None
+                          ) -> tuple[Any, list[Any]]:
         """Returns what to forward upstream (None: nothing) and the messages to send straight
         back to the client (the results of blocked calls).
+
+        ``size`` is the message's length as read, which the pending calls' byte bound counts
+        (a batch's calls share it; without it a forwarded call's size is measured).
 
         A batch is answered with one array (JSON-RPC 2.0): when some of its calls are blocked
         and others forwarded, the blocked calls' responses wait for the upstream's array and
         are merged into it (:meth:`from_upstream`)."""
         if not isinstance(message, list):
-            forward, reply = await self._client_message(message)
-            return forward, [reply] if reply is not None else []
+            forward, reply = await self._client_message(message, size)
+            done = self._batches.take_completed()
+            return forward, [*done, *([reply] if reply is not None else [])]
         forwards: list[Any] = []
         blocked: list[dict[str, Any]] = []
         replies: list[Any] = []  # earlier batches a cancellation completed
+        share = None if size is None else size // max(len(message), 1)
         for item in message:
-            forward, reply = await self._client_message(item)
+            forward, reply = await self._client_message(item, share)
             if forward is not None:
                 forwards.append(forward)
             if isinstance(reply, dict):
                 blocked.append(reply)
             elif reply is not None:
                 replies.append(reply)
+        replies[:0] = self._batches.take_completed()
         if not blocked:
             return (message if len(forwards) == len(message) else forwards or None), replies
         awaited = [_id_key(f["id"]) for f in forwards if _is_request(f)]
         if not awaited:  # nothing will come back from the upstream: answer now
             return forwards or None, [*replies, blocked]
         order = [_id_key(item["id"]) for item in message if _is_request(item)]
-        batch = _PendingBatch(set(awaited), order, blocked)
-        for key in awaited:
-            self._batches[key] = batch
-        return forwards, replies
+        self._batches.add(awaited, order, blocked)
+        return forwards, [*replies, *self._batches.take_completed()]
 
     async def from_upstream(self, message: Any) -> Any:
         """Returns the message for the client: a ``tools/call`` result with the outcome
@@ -140,14 +200,14 @@ class McpLoopGuard:
         answer to a batch with the responses of the batch's blocked calls merged in."""
         if not isinstance(message, list):
             out = await self._upstream_message(message)
-            batch = self._batch_of(message)
+            batch = self._batches.answered(message)
             # An upstream that answers a batch's calls one by one: the blocked calls' answers
             # go with the first of them.
             return out if batch is None else [out, *batch.replies]
         out = [await self._upstream_message(item) for item in message]
         batches: list[_PendingBatch] = []
         for item in message:
-            batch = self._batch_of(item)
+            batch = self._batches.answered(item)
             if batch is not None and all(b is not batch for b in batches):
                 batches.append(batch)
         if not batches:
@@ -163,54 +223,44 @@ class McpLoopGuard:
         """How many forwarded ``tools/call`` requests wait for the upstream's response."""
         return len(self._in_flight)
 
+    @property
+    def in_flight_bytes(self) -> int:
+        """The size of those requests as read (bounded by ``max_pending_bytes``)."""
+        return self._in_flight.bytes
+
     def awaiting(self) -> bool:
         """Whether some upstream response matters to the guard: when not, the transport need
         not parse what the upstream sends."""
         return bool(self._in_flight or self._batches or self._tasks or self._task_requests)
 
-    def _batch_of(self, message: Any) -> _PendingBatch | None:
-        """The pending batch ``message`` answers a call of, taken off the pending list."""
-        if not self._batches:
-            return None
-        key = _response_key(message)
-        batch = self._batches.get(key) if key is not None else None
-        if batch is not None:
-            for awaited in batch.awaited:
-                self._batches.pop(awaited, None)
-        return batch
-
     # -- client -> upstream ------------------------------------------------------------------
 
-    async def _client_message(self, message: Any) -> tuple[Any, Any]:
+    async def _client_message(self, message: Any, size: int | None) -> tuple[Any, Any]:
         """What to forward, and what to answer: a blocked call's response (a dict), or the
         array of a batch whose last awaited call was cancelled."""
         if not isinstance(message, dict):
             return message, None
         method = message.get("method")
         if method == "tools/call" and "id" in message:
-            return await self._tools_call(message)
+            return await self._tools_call(message, size)
         if method in _TASK_METHODS and "id" in message and self._tasks:
             task_id = _task_param(message.get("params"))
             if task_id in self._tasks:
                 self._task_requests[_id_key(message["id"])] = (method, task_id)
+                while len(self._task_requests) > MAX_TASKS:  # never answered: forgotten
+                    del self._task_requests[next(iter(self._task_requests))]
         if method == "notifications/cancelled":
             # The upstream will not answer a cancelled call; nothing is recorded for it.
             params = message.get("params")
             if isinstance(params, dict) and "requestId" in params:
                 key = _id_key(params["requestId"])
-                self._in_flight.pop(key, None)
+                self._in_flight.pop(key)
                 self._task_requests.pop(key, None)
-                return message, self._cancel_in_batch(key)
+                return message, self._batches.cancel(key)
         return message, None
 
-    def _cancel_in_batch(self, key: str) -> list[Any] | None:
-        batch = self._batches.pop(key, None)
-        if batch is None:
-            return None
-        batch.awaited.discard(key)
-        return None if batch.awaited else list(batch.replies)
-
-    async def _tools_call(self, message: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    async def _tools_call(self, message: dict[str, Any], size: int | None
+                          ) -> tuple[Any, dict[str, Any] | None]:
         params = message.get("params")
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
             return message, None  # malformed: the upstream answers with its own error
@@ -221,8 +271,9 @@ class McpLoopGuard:
         meta = meta if isinstance(meta, Mapping) else {}
         run_id = _meta_str(meta, RUN_ID_META_KEYS)
         key = _id_key(message["id"])
+        size = _json_size(message) if size is None else size
         if _is_input_retry(params):
-            self._in_flight[key] = _InFlight(name, args, run_id, None, None)
+            self._await(key, InFlight(name, args, run_id, None, None, size))
             return message, None
         call_id = _meta_str(meta, CALL_ID_META_KEYS) or f"mcp-{next(self._seq)}"
         verdict = await self.guard.abefore_tool_call(
@@ -231,8 +282,12 @@ class McpLoopGuard:
         )
         if verdict.action == "block":
             return None, blocked_response(message["id"], verdict)
-        self._in_flight[key] = _InFlight(name, args, run_id, call_id, verdict)
+        self._await(key, InFlight(name, args, run_id, call_id, verdict, size))
         return message, None
+
+    def _await(self, key: str, flight: InFlight) -> None:
+        for evicted in self._in_flight.add(key, flight):
+            self._batches.give_up(evicted)
 
     # -- upstream -> client ------------------------------------------------------------------
 
@@ -245,8 +300,10 @@ class McpLoopGuard:
                 await self._task_status(message.get("params"))
             return message
         key = _id_key(message["id"])
-        flight = self._in_flight.pop(key, None)
+        flight = self._in_flight.pop(key)
         if flight is None:
+            if self._in_flight:
+                self._in_flight.note_unmatched(message["id"])
             asked = self._task_requests.pop(key, None) if self._task_requests else None
             return message if asked is None else await self._task_answer(*asked, message)
         task_id = _created_task(message.get("result"))
@@ -257,7 +314,7 @@ class McpLoopGuard:
             return message
         return await self._outcome(flight, message)
 
-    async def _outcome(self, flight: _InFlight, message: dict[str, Any],
+    async def _outcome(self, flight: InFlight, message: dict[str, Any],
                        notes: list[str] | None = None) -> Any:
         """Records the answer to a call (unless ``notes`` says it is recorded already) and
         returns it with the call's warning notes."""
@@ -315,9 +372,17 @@ class McpLoopGuard:
             after = await self._record(entry.flight, error=error)
             entry.notes = _notes(entry.flight.before, after)
 
-    async def _record(self, flight: _InFlight, *, result: Any = MISSING,
+    async def _record(self, flight: InFlight, *, result: Any = MISSING,
                       error: Any = MISSING) -> Verdict:
         return await self.guard.aafter_tool_call(
             flight.tool, flight.args, session=self.session, result=result, error=error,
             run_id=flight.run_id, call_id=flight.call_id, agent_id=self.agent_id,
         )
+
+
+def _json_size(message: Any) -> int:
+    """A message's JSON length, for callers that do not say how long it was as read."""
+    try:
+        return len(json.dumps(message, ensure_ascii=False, default=str))
+    except (ValueError, TypeError, RecursionError):
+        return 0

@@ -2,9 +2,10 @@
 JSON-RPC lines between our stdin/stdout and its stdio through a
 :class:`~loopwarden.integrations._mcp_guard.McpLoopGuard`.
 
-It frames and bounds the lines, forwards what it cannot parse or inspect as it came, answers
-over-long messages with errors, and stops the upstream's process group when the connection
-ends or a signal comes. Part of :mod:`loopwarden.integrations.mcp_proxy`.
+It frames and bounds the lines, reads every client line before it goes on (what it cannot read
+is answered with a JSON-RPC parse error instead), answers over-long messages with errors, and
+stops the upstream's process group when the connection ends, a signal comes, or (on Linux)
+the proxy dies without a chance to. Part of :mod:`loopwarden.integrations.mcp_proxy`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,25 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
+import orjson
+
 from ..base.log import get_logger
 from ..config import LoopDetectionConfig
 from ..guard import LoopGuard
 from ._mcp_guard import McpLoopGuard
 from ._mcp_messages import _dump
-from ._stdio_lines import CHUNK, Overlong, ThreadWriter, frames, parse_size, peek, thread_chunks
+from ._mcp_pending import DEFAULT_MAX_PENDING_BYTES, DEFAULT_MAX_PENDING_CALLS
+from ._parent_death import die_with_parent
+from ._stdio_lines import (
+    CHUNK,
+    PEEK,
+    Overlong,
+    ThreadWriter,
+    frames,
+    parse_size,
+    peek,
+    thread_chunks,
+)
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -51,6 +65,7 @@ _POSIX = os.name == "posix"
 _PROXY = "loopwarden mcp-proxy"
 _HOW_TO_RAISE = f"--max-message-bytes or ${MAX_MESSAGE_BYTES_ENV} raises it"
 _UNPARSED: Any = object()
+_BOM = b"\xef\xbb\xbf"
 
 log = get_logger("loopwarden.mcp")
 
@@ -66,6 +81,8 @@ async def run_proxy(
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
     max_message_bytes: int | None = None,
+    max_pending_calls: int = DEFAULT_MAX_PENDING_CALLS,
+    max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
     handle_signals: bool = False,
 ) -> int:
     """Start ``command`` (the real MCP server) and proxy between our stdio and its stdio until
@@ -78,14 +95,18 @@ async def run_proxy(
 
     ``max_message_bytes`` (default: ``$LOOPWARDEN_MCP_MAX_MESSAGE_BYTES``, else 64 MiB) bounds
     one JSON-RPC message in either direction; an over-long one is not forwarded (see
-    :data:`DEFAULT_MAX_MESSAGE_BYTES`)."""
+    :data:`DEFAULT_MAX_MESSAGE_BYTES`). ``max_pending_calls`` and ``max_pending_bytes`` bound
+    the calls kept while they await the upstream's answer; past them the oldest is evicted
+    unrecorded (see :mod:`._mcp_pending`)."""
     if not command:
         raise ValueError("run_proxy needs the MCP server command to start")
     limit = max_message_bytes if max_message_bytes is not None else max_message_bytes_from_env()
     if limit <= 0:
         raise ValueError(f"max_message_bytes must be positive, not {limit}")
     core = McpLoopGuard(guard or LoopGuard(LoopDetectionConfig(enabled=True)),
-                        session=session, agent_id=agent_id)
+                        session=session, agent_id=agent_id,
+                        max_pending_calls=max_pending_calls,
+                        max_pending_bytes=max_pending_bytes)
     loop = asyncio.get_running_loop()
     signalled: asyncio.Future[int] = loop.create_future()
     caught = _catch_signals(loop, signalled) if handle_signals else []
@@ -94,6 +115,8 @@ async def run_proxy(
     finally:
         for signum in caught:
             loop.remove_signal_handler(signum)
+        if summary := core.stats.summary():
+            log.warning("mcp-proxy: connection closed: %s", summary)
     return 128 + signalled.result() if signalled.done() else code
 
 
@@ -117,12 +140,15 @@ async def _serve(core: McpLoopGuard, command: Sequence[str], cwd: str | None,
         # Its own process group, so that stopping it reaches whatever it started (npx ->
         # node -> ...), and a signal meant for the proxy's group is ours to pass on.
         start_new_session=_POSIX,
+        # A proxy killed outright (SIGKILL, OOM) cannot stop it: the kernel does (Linux).
+        **die_with_parent(),
     )
     assert process.stdin is not None and process.stdout is not None
     to_client = ThreadWriter(stdout or sys.stdout.buffer)
     from_client = frames(thread_chunks(stdin or sys.stdin.buffer), limit)
     from_upstream = frames(functools.partial(process.stdout.read, CHUNK), limit)
-    client = asyncio.create_task(_pump_client(core, from_client, process.stdin, to_client))
+    client = asyncio.create_task(
+        _pump_client(core, from_client, process.stdin, to_client, limit))
     upstream = asyncio.create_task(
         _pump_upstream(core, from_upstream, process.stdin, to_client))
     loop = asyncio.get_running_loop()
@@ -149,7 +175,8 @@ async def _serve(core: McpLoopGuard, command: Sequence[str], cwd: str | None,
 
 
 async def _pump_client(core: McpLoopGuard, lines: AsyncIterator[bytes | Overlong],
-                       upstream: asyncio.StreamWriter, to_client: ThreadWriter) -> None:
+                       upstream: asyncio.StreamWriter, to_client: ThreadWriter,
+                       limit: int) -> None:
     try:
         async for line in lines:
             if isinstance(line, Overlong):
@@ -161,7 +188,7 @@ async def _pump_client(core: McpLoopGuard, lines: AsyncIterator[bytes | Overlong
                 continue
             if line.isspace():
                 continue
-            forward, replies = await _client_line(core, line)
+            forward, replies = await _client_line(core, line, limit)
             for reply in replies:
                 await to_client.send(reply)
             if forward is None:
@@ -197,20 +224,31 @@ async def _pump_upstream(core: McpLoopGuard, lines: AsyncIterator[bytes | Overlo
         return  # the client is gone
 
 
-async def _client_line(core: McpLoopGuard, line: bytes) -> tuple[bytes | None, list[bytes]]:
-    """The bytes to forward upstream (None: nothing) and the replies for the client. What
-    cannot be parsed, or inspected, goes on exactly as it came."""
-    message = _parse(line)
+async def _client_line(core: McpLoopGuard, line: bytes,
+                       limit: int) -> tuple[bytes | None, list[bytes]]:
+    """The bytes to forward upstream (None: nothing) and the replies for the client. Nothing
+    goes on unread: a line that is not UTF-8 JSON is answered with a parse error, and a
+    request the guard could not inspect with an internal error."""
+    if line.startswith(_BOM):  # harmless, and no part of JSON: read (and sent on) without it
+        line = line[len(_BOM):]
+    message, reason = _read_client(line)
     if message is _UNPARSED:
-        return _with_newline(line), []
+        core.stats.unreadable_lines += 1
+        return _unreadable(line, reason, limit)
     try:
-        forward, replies = await core.from_client(message)
+        forward, replies = await core.from_client(message, size=len(line))
         out = None if forward is None else _with_newline(line) if forward is message \
             else _dump(forward)
         return out, [_dump(reply) for reply in replies]
-    except Exception as exc:  # e.g. RecursionError on a message nested just under the limit
+    except Exception as exc:
         _not_inspected("client", exc)
-        return _with_newline(line), []
+        if not _has_request(message):
+            return _with_newline(line), []  # nothing that a guard could stop
+        log.error("mcp-proxy: answered that client request with an error instead of "
+                  "forwarding it unguarded")
+        return None, [_dump(_error(_plain_id(message), -32603,
+                                   f"{_PROXY}: could not inspect this request; it was not "
+                                   "forwarded"))]
 
 
 async def _upstream_message(core: McpLoopGuard, message: Any, line: bytes) -> bytes:
@@ -220,6 +258,58 @@ async def _upstream_message(core: McpLoopGuard, message: Any, line: bytes) -> by
     except Exception as exc:
         _not_inspected("server", exc)
         return line or _dump(message)
+
+
+def _read_client(line: bytes) -> tuple[Any, str]:
+    """A client's message, or :data:`_UNPARSED` and why. Strict UTF-8 JSON like
+    :func:`_parse`; nesting too deep for ``json`` (a limit of its recursive parser, not of
+    JSON) is read by orjson, which goes to 1,024 levels without recursing in Python."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return _UNPARSED, "not UTF-8"
+    try:
+        return json.loads(text), ""
+    except RecursionError:
+        pass
+    except ValueError:
+        return _UNPARSED, "not JSON"
+    try:
+        return orjson.loads(text), ""
+    except orjson.JSONDecodeError:
+        return _UNPARSED, "nested deeper than 1,024 levels, or not JSON"
+
+
+def _unreadable(line: bytes, reason: str, limit: int) -> tuple[bytes | None, list[bytes]]:
+    """A client line the proxy cannot read goes no further: JSON-RPC answers it with a parse
+    error (the request's id when its ends show it, else null). A response the server waits
+    for gets an error in its place. Logged by size and reason, never by content."""
+    kind, request_id = peek(Overlong(len(line), limit, line[:PEEK], line[-PEEK:]))
+    what = f"{len(line)} bytes, {reason}"
+    if kind == "response":
+        log.error("mcp-proxy: dropped an unreadable response from the client (%s)%s", what,
+                  "" if request_id is None else "; the server gets an error for its request")
+        if request_id is None:
+            return None, []
+        return _dump(_error(request_id, -32603, f"{_PROXY}: the client's response could not "
+                                                f"be read ({reason})")), []
+    log.error("mcp-proxy: refused an unreadable line from the client (%s): answered it with a "
+              "parse error, not forwarded", what)
+    return None, [_dump(_error(request_id, -32700, f"{_PROXY}: parse error: the message is "
+                                                   f"{reason}; it was not forwarded"))]
+
+
+def _has_request(message: Any) -> bool:
+    items = message if isinstance(message, list) else [message]
+    return any(isinstance(m, dict) and "method" in m and "id" in m for m in items)
+
+
+def _plain_id(message: Any) -> Any:
+    """The id to answer ``message`` with: its own when it is a plain string or number."""
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(request_id, (str, int, float)) and not isinstance(request_id, bool):
+        return request_id
+    return None
 
 
 def _parse(line: bytes) -> Any:

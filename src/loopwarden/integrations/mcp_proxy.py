@@ -32,11 +32,24 @@ stdin/stdout and the upstream process. They live in private modules next to this
 names this module re-exports: ``_mcp_guard`` (:class:`McpLoopGuard`), ``_mcp_messages`` (what
 is read from and made into one JSON-RPC message) and ``_mcp_transport`` (:func:`run_proxy`).
 
-The transport never dies of what it reads. A line that is not strict UTF-8 JSON (invalid bytes,
-nesting too deep to parse) is forwarded as it came; a message it cannot inspect or re-encode is
-forwarded unchanged; a lone surrogate is re-sent as a JSON escape. Lines are framed in linear
-time and bounded (:data:`DEFAULT_MAX_MESSAGE_BYTES`), the same way in both directions. Logs
-carry sizes, tool names, detectors and counts, never argument or result text.
+The transport never dies of what it reads, and nothing from the client reaches the upstream
+unread. A leading UTF-8 byte order mark is dropped; nesting too deep for ``json`` is read by
+orjson (1,024 levels); a client line that is still not UTF-8 JSON is answered with a JSON-RPC
+parse error (-32700, with the request's id when its ends show one) and not forwarded; a client
+request the guard could not inspect is answered with an internal error (-32603). From the
+upstream, what cannot be parsed goes on as it came; a lone surrogate is re-sent as a JSON
+escape. Lines are framed in linear time and bounded (:data:`DEFAULT_MAX_MESSAGE_BYTES`), the
+same way in both directions.
+
+Memory is bounded too: the calls awaiting the upstream's answer are kept up to
+:data:`DEFAULT_MAX_PENDING_CALLS` calls and :data:`DEFAULT_MAX_PENDING_BYTES` bytes; past
+either the oldest is evicted (logged, counted in :attr:`McpLoopGuard.stats`) and its outcome is
+never recorded. Ids are matched as JSON-RPC types them: an upstream answering ``"1"`` for ``1``
+leaves the call pending until evicted, and is logged. Logs carry sizes, tool names, detectors
+and counts, never argument or result text.
+
+On Linux the upstream dies with the proxy even when the proxy is killed outright (SIGKILL), by
+the kernel's parent-death signal; elsewhere only a proxy that gets to stop it does.
 """
 
 from __future__ import annotations
@@ -47,6 +60,7 @@ from ._mcp_guard import CALL_ID_META_KEYS, RUN_ID_META_KEYS, McpLoopGuard
 # blocked_response), re-exported explicitly.
 from ._mcp_guard import MAX_TASKS as MAX_TASKS
 from ._mcp_messages import blocked_response as blocked_response
+from ._mcp_pending import DEFAULT_MAX_PENDING_BYTES, DEFAULT_MAX_PENDING_CALLS, ProxyStats
 from ._mcp_transport import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_MESSAGE_BYTES_ENV,
@@ -57,9 +71,12 @@ from ._mcp_transport import (
 __all__ = [
     "CALL_ID_META_KEYS",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_MAX_PENDING_BYTES",
+    "DEFAULT_MAX_PENDING_CALLS",
     "MAX_MESSAGE_BYTES_ENV",
     "RUN_ID_META_KEYS",
     "McpLoopGuard",
+    "ProxyStats",
     "max_message_bytes_from_env",
     "run_proxy",
 ]

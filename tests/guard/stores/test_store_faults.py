@@ -52,6 +52,7 @@ def redis_guard(own_redis: RedisServer) -> Iterator[tuple[LoopGuard, RedisServer
 # -- Redis ----------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.redis
 def test_redis_stopped_mid_run_fails_open_and_detection_resumes(
     redis_guard: tuple[LoopGuard, RedisServer], caplog: pytest.LogCaptureFixture
@@ -78,6 +79,7 @@ def test_redis_stopped_mid_run_fails_open_and_detection_resumes(
     assert log_count(caplog, FAILED) == 2
 
 
+@pytest.mark.integration
 @pytest.mark.redis
 def test_redis_killed_under_a_running_agent(redis_guard: tuple[LoopGuard, RedisServer]) -> None:
     guard, server = redis_guard
@@ -112,6 +114,7 @@ def test_redis_killed_under_a_running_agent(redis_guard: tuple[LoopGuard, RedisS
     assert guard.stats.store_failures == failures
 
 
+@pytest.mark.integration
 @pytest.mark.redis
 async def test_async_hooks_fail_open_and_recover(
     redis_guard: tuple[LoopGuard, RedisServer],
@@ -132,6 +135,7 @@ async def test_async_hooks_fail_open_and_recover(
     assert guard.stats.store_failures == 2
 
 
+@pytest.mark.integration
 @pytest.mark.redis
 def test_redis_fail_closed_blocks_while_down(own_redis: RedisServer) -> None:
     store = RedisStore(own_redis.url, prefix="closed:")

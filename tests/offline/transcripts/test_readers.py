@@ -694,6 +694,7 @@ HEALTHY = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "fmt"), HEALTHY)
 @settings(
     max_examples=int(os.environ.get("LOOPWARDEN_FUZZ_EXAMPLES", "40")),
@@ -713,6 +714,7 @@ def test_wrong_types_anywhere_never_raise(
         assert not any(p.message.startswith("reader failed") for p in problems), problems
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 @settings(
     max_examples=25,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
 from .base import Detector, Facts, Limits, Prospect, Rule, Score
@@ -39,12 +40,14 @@ def ping_pong(state: SessionState, run: str | None, cur: str) -> PingPong:
         return NO_PING_PONG
     tail: list[CallRecord] = []
     expected = last.args_hash
-    newest_first = list(reversed(records))
-    for i, r in enumerate(newest_first):
+    # Walked newest first with the next older record alongside, without copying the run:
+    # the walk stops where the alternation does, so its cost is the tail's, not the window's.
+    older_records = islice(reversed(records), 1, None)
+    for r in reversed(records):
         if r.args_hash != expected:
             break
         tail.append(r)
-        older = newest_first[i + 1] if i + 1 < len(newest_first) else None
+        older = next(older_records, None)
         if r.outcome_kind == OUTCOME_VETO and older is not None and older.args_hash == expected:
             # A blocked retry of the call before it (a batch admission vetoes the trigger
             # right after its own earlier run): it keeps the model's place in the alternation.
@@ -86,8 +89,9 @@ def _alternation_in_place(records: Sequence[CallRecord], call: Prospect, tail: i
 
 
 def _pacing_in_tail(records: Sequence[CallRecord]) -> bool:
-    """Whether either side of the newest alternation is a pacing call (poll, sleep, poll ...)."""
-    return any(r.pacing for r in list(records)[-2:])
+    """Whether either side of the newest alternation is a pacing call (poll, sleep, poll ...).
+    Indexed from the end: a deque reads its last items in O(1), a copy would cost the run."""
+    return records[-1].pacing or (len(records) > 1 and records[-2].pacing)
 
 
 class PingPongDetector(Detector[PingPong]):
@@ -100,12 +104,20 @@ class PingPongDetector(Detector[PingPong]):
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
         """A count of ``warning`` is an alternating tail of ``warning - 1`` records plus this
-        call (see :func:`_alternation_in_place`), unless a blocked retry shifted it."""
-        if not view.by_key.get(call.args_hash):
-            return False  # this call is the alternation's other side: it is in the run
-        return _alternation_in_place(view.records, call, limits.warning - 1) or any(
+        call (see :func:`_alternation_in_place`), unless a blocked retry shifted it.
+
+        Only a blocked retry among those newest ``warning - 1`` records can shift them (one
+        further back shifts older records only), so only they are looked at: the cost is the
+        threshold's, whatever the history size (and nothing when the run holds fewer)."""
+        tail = limits.warning - 1
+        if not view.by_key.get(call.args_hash) or len(view.records) < tail:
+            # This call is the alternation's other side, so it is in the run; and the
+            # alternation's records are the run's, so it cannot be longer than the run.
+            return False
+        return _alternation_in_place(view.records, call, tail) or any(
             # A blocked retry keeps its side's place, shifting the rest (rare: measure).
-            r.outcome_kind == OUTCOME_VETO for r in view.records)
+            r.outcome_kind == OUTCOME_VETO
+            for r in islice(reversed(view.records), max(tail, 2)))
 
     def measure(self, state: SessionState, run: str | None, call: Prospect,
                 limits: Limits) -> PingPong:

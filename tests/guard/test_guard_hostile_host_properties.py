@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,8 @@ from loopwarden import (
     Verdict,
 )
 from loopwarden.guard.stores.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.slow
 
 REDIS_URL = os.environ.get("LOOPWARDEN_REDIS_URL")
 

@@ -28,6 +28,8 @@ from loopwarden.guard.stores.sqlite import SQLiteStore
 from loopwarden.offline.scan import scan_file
 from loopwarden.offline.transcripts import detect_format
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "offline" / "transcripts" / "fixtures"
 EXAMPLES = REPO / "examples" / "transcripts"

@@ -165,6 +165,7 @@ def _run_child(code: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)
 
 
+@pytest.mark.integration
 def test_log_lines_never_fail_to_format_or_write(tmp_path: Any) -> None:
     # A strict UTF-8 file handler (logging's default errors) and stderr: a tool name whose
     # __str__ raises, or one with a lone surrogate, used to make logging print

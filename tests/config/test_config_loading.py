@@ -406,6 +406,7 @@ def test_crlf_file_positions_count_lines(tmp_path: Path) -> None:
     assert err.line == 3
 
 
+@pytest.mark.integration
 def test_deeply_nested_json_is_a_config_error() -> None:
     script = textwrap.dedent(
         """
@@ -434,6 +435,7 @@ def fifo(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.integration
 def test_named_pipe_is_refused_without_hanging(fifo: Path) -> None:
     done = load_in_child(fifo)
     assert done.returncode == 3, done.stderr
@@ -443,6 +445,7 @@ def test_named_pipe_is_refused_without_hanging(fifo: Path) -> None:
     ]
 
 
+@pytest.mark.integration
 def test_dev_zero_is_refused_without_reading_it() -> None:
     done = load_in_child("/dev/zero")
     assert done.returncode == 3, done.stderr
@@ -450,6 +453,7 @@ def test_dev_zero_is_refused_without_reading_it() -> None:
     assert done.stdout.startswith("ConfigError: /dev/zero: is a character device, not a config")
 
 
+@pytest.mark.integration
 def test_symlink_to_a_pipe_is_refused_and_to_a_file_followed(tmp_path: Path, fifo: Path) -> None:
     link = tmp_path / "link.json"
     link.symlink_to(fifo)
@@ -502,6 +506,7 @@ COMMANDS: list[tuple[str, list[str], str, int]] = [
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("name", "argv", "stdin", "code"), COMMANDS, ids=[c[0] for c in COMMANDS])
 @pytest.mark.parametrize("target", ["fifo", "/dev/zero"])
 def test_cli_commands_refuse_a_non_regular_config(

@@ -79,7 +79,7 @@ def log_count(caplog: pytest.LogCaptureFixture, text: str) -> int:
 StoreFactory = Callable[[], Any]
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     """Builds stores of one kind that share their medium (one file, one key prefix)."""
     made: list[Any] = []
@@ -354,6 +354,7 @@ def _random_result(rng: random.Random) -> Any:
     return fields
 
 
+@pytest.mark.slow
 def test_digest_learning_decides_as_whole_result_learning() -> None:
     rng = random.Random(20251201)
     for _ in range(300):
@@ -369,6 +370,7 @@ def test_digest_learning_decides_as_whole_result_learning() -> None:
             assert mine.get("scores") == reference.get("scores")
 
 
+@pytest.mark.slow
 def test_learned_state_stays_small_with_large_results() -> None:
     guard = LoopGuard(EARLY, store=MemoryStore())
     big = "".join(f"line {i}: some file content here\n" for i in range(3000))  # ~100 KB
@@ -411,6 +413,7 @@ def test_a_state_written_with_whole_results_keeps_learning() -> None:
 # -- 13. post-compaction guards go with their runs ----------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,runs", [("memory", 1000), ("sqlite", 200)])
 def test_post_compaction_guards_do_not_pile_up_per_run(tmp_path: Path, kind: str,
                                                        runs: int) -> None:
@@ -493,6 +496,7 @@ def _thaw(server: RedisServer) -> None:
     os.kill(server.proc.pid, signal.SIGCONT)
 
 
+@pytest.mark.integration
 @pytest.mark.redis
 @pytest.mark.parametrize("fail_closed", [False, True])
 def test_hung_redis_is_tried_once_per_cool_down(stopped_redis: RedisServer,
@@ -510,6 +514,7 @@ def test_hung_redis_is_tried_once_per_cool_down(stopped_redis: RedisServer,
     store.close()
 
 
+@pytest.mark.integration
 @pytest.mark.redis
 async def test_hung_redis_async_hooks_skip_during_the_cool_down(
     stopped_redis: RedisServer,
@@ -527,6 +532,7 @@ async def test_hung_redis_async_hooks_skip_during_the_cool_down(
     store.close()
 
 
+@pytest.mark.integration
 @pytest.mark.redis
 def test_hung_redis_probe_after_real_cool_down(stopped_redis: RedisServer) -> None:
     store = RedisStore(stopped_redis.url, prefix="probe:", socket_timeout=0.3, cooldown=0.5)
@@ -560,6 +566,7 @@ def test_locked_sqlite_is_tried_once_per_cool_down(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.integration
 def test_claude_hook_on_a_locked_database_fails_open_quickly_with_a_log_line(
     tmp_path: Path,
 ) -> None:

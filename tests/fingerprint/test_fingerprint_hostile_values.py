@@ -24,6 +24,8 @@ import pytest
 from loopwarden import args_hash, canonical_json
 from loopwarden.fingerprint import canonical_json_slow, digest
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[2]
 
 _PRELUDE = """
