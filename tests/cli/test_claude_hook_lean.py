@@ -72,6 +72,11 @@ def bash_call(n: int, event: str = "PreToolUse") -> dict[str, Any]:
     return payload
 
 
+#: How the shell profile's "this command writes files" patterns begin (a command that writes,
+#: a redirection into a file).
+SHELL_MUTATION_PATTERNS = (r"(?:^|&&|\|\||[;|(`]|\$\()\s*(?:sudo", r"(?<![0-9&>=<-])>>?")
+
+
 def compiled_by(report: dict[str, Any], module: str, *, package: bool = False) -> list[str]:
     """Patterns compiled by ``module`` (with ``package``: by it or any module inside it)."""
     return [pattern for name, pattern in report["compiled"]
@@ -85,8 +90,13 @@ def test_an_ordinary_call_compiles_no_masking_or_shell_pattern(tmp_path: Path) -
     for report in (run_hook(bash_call(1), db), run_hook(bash_call(1, "PostToolUse"), db)):
         # OpenClaw's default preset masks nothing in a Bash result and reads no shell command.
         assert compiled_by(report, "loopwarden.fingerprint.volatile") == []
-        # What the profiles package compiles is the profiles' own patterns (Bash's background ids).
-        assert set(compiled_by(report, "loopwarden.fingerprint.profiles", package=True)) <= set(report["held"])
+        # What the profiles package compiles is the profiles' own patterns (Bash's background ids)
+        # and the shell command's "does it change the world" patterns, which the one-tool cycle
+        # extension (detectors.oneToolCycle, on by default) reads: a mutating command is never
+        # part of a cycle.
+        compiled = set(compiled_by(report, "loopwarden.fingerprint.profiles", package=True))
+        assert all(pattern.startswith(SHELL_MUTATION_PATTERNS)
+                   for pattern in compiled - set(report["held"]))
         # Fingerprinting compiles nothing at import (error texts, envelopes, surrogates); the
         # profiles, on its floor, compile only their own patterns (checked above).
         assert [pattern for name, pattern in report["compiled"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from loopwarden.engine.detectors import PING_PONG, Limits, Prospect
-from loopwarden.engine.detectors.pingpong import _pacing_in_tail
+from loopwarden.engine.detectors import Limits, Prospect
+from loopwarden.engine.detectors.pingpong import PING_PONG, _pacing_in_tail
 from loopwarden.engine.history import OUTCOME_VETO, CallRecord, SessionState
 
 

@@ -54,29 +54,18 @@ the kernel's parent-death signal; elsewhere only a proxy that gets to stop it do
 
 from __future__ import annotations
 
-from ._mcp_guard import CALL_ID_META_KEYS, RUN_ID_META_KEYS, McpLoopGuard
-
-# ``as``: public names kept outside __all__ (the README names MAX_TASKS; tests call
-# blocked_response), re-exported explicitly.
+# ``as``: names kept importable from here but outside __all__, which lists what other floors
+# use (the docs name MAX_TASKS and the bounds; tests call blocked_response).
+from ._mcp_guard import CALL_ID_META_KEYS as CALL_ID_META_KEYS
 from ._mcp_guard import MAX_TASKS as MAX_TASKS
+from ._mcp_guard import RUN_ID_META_KEYS as RUN_ID_META_KEYS
+from ._mcp_guard import McpLoopGuard
 from ._mcp_messages import blocked_response as blocked_response
-from ._mcp_pending import DEFAULT_MAX_PENDING_BYTES, DEFAULT_MAX_PENDING_CALLS, ProxyStats
-from ._mcp_transport import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    MAX_MESSAGE_BYTES_ENV,
-    max_message_bytes_from_env,
-    run_proxy,
-)
+from ._mcp_pending import DEFAULT_MAX_PENDING_BYTES
+from ._mcp_pending import DEFAULT_MAX_PENDING_CALLS as DEFAULT_MAX_PENDING_CALLS
+from ._mcp_pending import ProxyStats as ProxyStats
+from ._mcp_transport import DEFAULT_MAX_MESSAGE_BYTES, run_proxy
+from ._mcp_transport import MAX_MESSAGE_BYTES_ENV as MAX_MESSAGE_BYTES_ENV
+from ._mcp_transport import max_message_bytes_from_env as max_message_bytes_from_env
 
-__all__ = [
-    "CALL_ID_META_KEYS",
-    "DEFAULT_MAX_MESSAGE_BYTES",
-    "DEFAULT_MAX_PENDING_BYTES",
-    "DEFAULT_MAX_PENDING_CALLS",
-    "MAX_MESSAGE_BYTES_ENV",
-    "RUN_ID_META_KEYS",
-    "McpLoopGuard",
-    "ProxyStats",
-    "max_message_bytes_from_env",
-    "run_proxy",
-]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "DEFAULT_MAX_PENDING_BYTES", "McpLoopGuard", "run_proxy"]

@@ -116,13 +116,20 @@ def failure_text(result: Any, error: str | None, outcome_kind: str | None,
     return None
 
 
+#: Marks the identity of a failure whose text echoed the call's own argument values.
+ECHOED = "echo:"
+
+
 def echo_failure_identity(text: str, args: Any, args_hash: str) -> str:
-    """Which failure this was, its argument values masked; an error that only states an exit
-    status is identified with the call's arguments."""
+    """Which failure this was, its argument values masked (``ECHOED`` in front when the text
+    echoed one); an error that only states an exit status is identified with the call's
+    arguments."""
     masked = echo_masked(text, args)
+    echoed = "<arg>" in masked
     if _STATUS_ONLY.fullmatch(masked):
         masked = f"{args_hash}\x00{masked}"
-    return hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
+    digest = hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
+    return ECHOED + digest if echoed else digest
 
 
 def failure_streak(state: SessionState, run: str | None, tool: str) -> Streak:
@@ -141,7 +148,12 @@ def failure_streak(state: SessionState, run: str | None, tool: str) -> Streak:
             identity = r.echo_failure_hash
         elif r.echo_failure_hash != identity:
             break
-        count += 1
+        # A failure that echoes its arguments counts every time; one that does not counts once
+        # per argument set: the same error over a few argument sets in turn ("permission
+        # denied" for paths a, b, a, ...) is OpenClaw's argument churn, a warning only (spec
+        # scenario 72), while fresh arguments failing alike count at each call.
+        if identity.startswith(ECHOED) or r.args_hash not in variants:
+            count += 1
         variants.add(r.args_hash)
     return Streak(count, identity) if count and len(variants) > 1 else NO_STREAK
 
