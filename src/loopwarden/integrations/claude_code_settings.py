@@ -29,6 +29,7 @@ __all__ = [
     "HOOK_EVENTS",
     "SettingsError",
     "hook_command",
+    "http_url",
     "install",
     "is_loopwarden_command",
     "uninstall",
@@ -37,6 +38,11 @@ __all__ = [
 HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _SUBCOMMAND = "claude-hook"
+# loopwarden's http entries are known by this path of their url.
+_HTTP_PATH = "/loopwarden/claude-hook"
+# Claude Code's own default for an http hook is long; a resident server answers in
+# milliseconds, and one that does not must not hold up the tool call for minutes.
+_HTTP_TIMEOUT_SECONDS = 5
 _MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden.cli._entry"})
 
 
@@ -45,10 +51,14 @@ class SettingsError(ValueError):
 
 
 def hook_command(executable: Sequence[str], *, config: str | None = None,
-                 db: str | None = None, agent: str | None = None) -> str:
+                 db: str | None = None, agent: str | None = None,
+                 http_start: int | None = None) -> str:
     """The shell command of the hook entries: ``executable`` (its argv, e.g. the absolute path
-    of the ``loopwarden`` script) running ``claude-hook`` with the options given, quoted."""
+    of the ``loopwarden`` script) running ``claude-hook`` with the options given, quoted.
+    ``http_start``: the SessionStart command that starts the http server on that port."""
     argv = [*executable, _SUBCOMMAND]
+    if http_start is not None:
+        argv += ["--http-start", str(http_start)]
     for flag, value in (("--config", config), ("--db", db), ("--agent", agent)):
         if value is not None:
             argv += [flag, value]
@@ -73,8 +83,16 @@ def is_loopwarden_command(command: object) -> bool:
     return at >= 3 and argv[at - 2] == "-m" and argv[at - 1] in _MODULES
 
 
-def install(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    """``settings`` with loopwarden's four hook entries running ``command``.
+def http_url(port: int) -> str:
+    """The url of loopwarden's http hook entries (the resident server on 127.0.0.1:``port``)."""
+    return f"http://127.0.0.1:{port}{_HTTP_PATH}"
+
+
+def install(settings: dict[str, Any], command: str, *, http_port: int | None = None,
+            start_command: str | None = None) -> dict[str, Any]:
+    """``settings`` with loopwarden's hook entries running ``command``; with ``http_port``, the
+    tool events post to the http server there instead, and a SessionStart entry runs
+    ``start_command`` (which starts that server).
 
     An event that already has a loopwarden entry keeps it where it is, with the new command;
     any further loopwarden entries of that event are removed. An event without one gets a new
@@ -82,11 +100,28 @@ def install(settings: dict[str, Any], command: str) -> dict[str, Any]:
     result = copy.deepcopy(settings)
     hooks = _hooks_object(result, create=True)
     assert hooks is not None  # (create=True makes one)
+    wanted: dict[str, dict[str, Any]] = {
+        event: {"type": "command", "command": command} for event in HOOK_EVENTS}
     for event in HOOK_EVENTS:
+        if http_port is not None and event != "PreCompact":
+            wanted[event] = {"type": "http", "url": http_url(http_port),
+                             "timeout": _HTTP_TIMEOUT_SECONDS}
+    if http_port is not None and start_command is not None:
+        wanted["SessionStart"] = {"type": "command", "command": start_command}
+    elif isinstance(hooks.get("SessionStart"), list):
+        wanted["SessionStart"] = {}  # (removed below: no http server to start)
+    for event, entry in wanted.items():
         groups = _event_groups(hooks, event)
-        placed = _replace_entries(groups, command)
+        if not entry:
+            kept = [g for g in (_without_ours(group) for group in groups) if g is not None]
+            if kept:
+                hooks[event] = kept
+            elif groups:
+                del hooks[event]
+            continue
+        placed = _replace_entries(groups, entry)
         if not placed:
-            group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+            group: dict[str, Any] = {"hooks": [entry]}
             if event in _TOOL_EVENTS:
                 group = {"matcher": "*", **group}
             groups.append(group)
@@ -140,10 +175,14 @@ def _entries(group: Any) -> list[Any] | None:
 
 
 def _is_ours(entry: Any) -> bool:
-    return isinstance(entry, dict) and is_loopwarden_command(entry.get("command"))
+    if not isinstance(entry, dict):
+        return False
+    url = entry.get("url")
+    return is_loopwarden_command(entry.get("command")) or (
+        entry.get("type") == "http" and isinstance(url, str) and url.endswith(_HTTP_PATH))
 
 
-def _replace_entries(groups: list[Any], command: str) -> bool:
+def _replace_entries(groups: list[Any], wanted: dict[str, Any]) -> bool:
     """Point the first loopwarden entry at ``command`` and drop any other (and a group left
     empty by that); returns whether there was one."""
     placed = False
@@ -156,7 +195,10 @@ def _replace_entries(groups: list[Any], command: str) -> bool:
             if not _is_ours(entry):
                 kept.append(entry)
             elif not placed:
-                kept.append({**entry, "type": "command", "command": command})
+                old = {k: v for k, v in entry.items() if k not in ("command", "url", "type")}
+                if entry.get("type") != wanted["type"]:
+                    old.pop("timeout", None)  # (a command's timeout is no http one)
+                kept.append({**old, **wanted})
                 placed = True
         group["hooks"] = kept
         if not kept:
