@@ -108,10 +108,11 @@ def _serve(listener: socket.socket, argv: list[str], run: Callable[[Sequence[str
 
 def _exchange(conn: socket.socket, argv: list[str], run: Callable[[Sequence[str]], int]) -> None:
     conn.settimeout(_resident.ANSWER_TIMEOUT_SECONDS)
-    if connection_uid(conn) != os.getuid():
+    ours = connection_uid(conn) == os.getuid()  # (looked up first, while surely connected)
+    body = _read_post(conn)  # read even when refused, so that the client sees the 403
+    if not ours:
         conn.sendall(_response(403, b"loopwarden: not this user's connection\n"))
         return
-    body = _read_post(conn)
     if body is None:
         conn.sendall(_response(400, b"loopwarden: expected a POST with a JSON body\n"))
         return

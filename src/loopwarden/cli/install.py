@@ -113,13 +113,13 @@ def claude_code(
     old_text, settings = _read_settings(path)
     command = start = None
     if not remove:
-        options: dict[str, str | None] = {
-            "config": None if config is None else str(_checked_config(config, agent)),
-            "db": None if db is None else str(db.expanduser().absolute()), "agent": agent}
-        command = hook_command(hook_executable(), **options)
+        config_arg = None if config is None else str(_checked_config(config, agent))
+        db_arg = None if db is None else str(db.expanduser().absolute())
+        command = hook_command(hook_executable(), config=config_arg, db=db_arg, agent=agent)
         _check_runs(command)
         if http is not None:
-            start = hook_command(hook_executable(), http_start=http, **options)
+            start = hook_command(hook_executable(), config=config_arg, db=db_arg, agent=agent,
+                                 http_start=http)
     try:
         new_settings = uninstall(settings) if command is None else install(
             settings, command, http_port=http, start_command=start)
