@@ -3,7 +3,8 @@
 Runs the installed Claude Code (``.ci/install-hosts``) against the scripted model of
 ``tests/integrations/hosts/`` with a healthy script of distinct quick ``Bash`` calls, four
 ways: without hooks, with the hooks each answered in their own process
-(``LOOPWARDEN_HOOK_SERVER=0``), and with the resident server (the default). A call's
+(``LOOPWARDEN_HOOK_SERVER=0``), with the resident server (the default), and with the tool hooks
+as http hooks posting to the resident http server (``install claude-code --http PORT``). A call's
 turnaround is the time from the model request that issued it to the next request (Claude Code's
 own work, the hooks, the command); the table prints the median and the added cost against the
 run without hooks. Usage: ``python bench/claude_code_hook_cost.py [current|2.1.197] [CALLS]``.

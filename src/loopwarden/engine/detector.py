@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     # plain snapshot, see _config_snapshot) never loads pydantic.
     from ..config import LoopDetectionConfig
 
-__all__ = ["LoopDetector"]
-
 log = get_logger("loopwarden.detection")
 
 _TOOL_LIMITS_CACHE_SIZE = 1024  # tool names: a model can invent any number of them

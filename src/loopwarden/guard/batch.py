@@ -16,7 +16,16 @@ from ..base.types import ToolCall
 from ..engine import PreparedCall
 from ..engine.detectors import Detection
 from ..engine.history import SessionState, normalize_run_id
-from .core import VETO, as_vetoes, in_flight, internal_error, loop_event, should_warn, veto
+from .core import (
+    VETO,
+    as_vetoes,
+    in_flight,
+    internal_error,
+    loop_event,
+    should_warn,
+    stop_run,
+    veto,
+)
 from .events import LoopEvent
 from .transactions import Answered, CallContext, Step, Transaction
 from .verdicts import (
@@ -31,8 +40,6 @@ from .verdicts import (
 
 if TYPE_CHECKING:
     from .core import GuardCore
-
-__all__ = ["AdmitBatch"]
 
 
 class AdmitBatch(Transaction[BatchAdmission]):
@@ -107,6 +114,8 @@ def admit(
     assert detection is not None
     call = prepared[trigger].prospect
     terminal = not state.mark_recovery(ctx.run_id)
+    if terminal and core.deny_after_stop:
+        stop_run(state, ctx.run_id)
     for c, p in zip(calls, prepared, strict=True):
         if p.prospect.args_hash == call.args_hash:
             veto(core, state, p, c.call_id)
@@ -121,7 +130,7 @@ def admit(
         for i, (c, p) in enumerate(zip(calls, prepared, strict=True))
     )
     tctx = ctx.for_call(calls[trigger].call_id)
-    event = loop_event(tctx, call.tool_name, detection, "block", state)
+    event = loop_event(tctx, call.tool_name, detection, "block", state, terminal=terminal)
     return BatchAdmission(verdicts, intervention, terminal), [event]
 
 

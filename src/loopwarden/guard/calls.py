@@ -18,16 +18,24 @@ from ..engine.compaction import CompactionLoopPersistedError
 from ..engine.detectors import Prospect
 from ..engine.history import CallRecord, SessionState, normalize_run_id
 from ..fingerprint import Outcome
-from .core import as_vetoes, in_flight, internal_error, loop_event, should_warn, veto
+from ..fingerprint.leaves import Leaves
+from .core import (
+    as_vetoes,
+    in_flight,
+    internal_error,
+    loop_event,
+    run_stopped,
+    should_warn,
+    stop_run,
+    veto,
+)
 from .events import LoopEvent
-from .learning import Leaves, learn, learned_hash
+from .learning import learn, learned_hash
 from .transactions import Answered, Step, Transaction
-from .verdicts import Verdict
+from .verdicts import STOP_MESSAGE, Verdict
 
 if TYPE_CHECKING:
     from .core import GuardCore
-
-__all__ = ["AfterCall", "BeforeCall", "GuardCall", "ObserveCall", "one_call"]
 
 
 class GuardCall(PreparedCall):
@@ -83,6 +91,10 @@ class GuardCall(PreparedCall):
             return Verdict("allow", None, prospect.tool_name, self.call_id)
         if not core.rolling:
             return Verdict("allow", None, prospect.tool_name, self.call_id)
+        if core.deny_after_stop and run_stopped(state, run):
+            # The host let the run go on after its terminal stop: nothing more of it runs.
+            return Verdict("block", None, prospect.tool_name, self.call_id, STOP_MESSAGE,
+                           terminate=True)
         flights = in_flight(core, state, run, (prospect.args_hash,)) if live else ()
         if flights:
             with as_vetoes(flights):
@@ -98,7 +110,10 @@ class GuardCall(PreparedCall):
             # the same run is terminal (spec §f.1), for one-call doors as for batches.
             verdict = Verdict("block", detection, prospect.tool_name, self.call_id,
                               terminate=not state.mark_recovery(run))
-            return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state)])
+            if verdict.terminate and core.deny_after_stop:
+                stop_run(state, run)
+            return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state,
+                                             terminal=verdict.terminate)])
         step = Step(Verdict("allow", detection, prospect.tool_name, self.call_id))
         if should_warn(core, state, detection, prospect.tool_name, run):
             step.value.action = "warn"

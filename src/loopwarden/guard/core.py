@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..base.log import get_logger
 from ..base.text import log_text, text_id
@@ -37,10 +37,6 @@ from .verdicts import GuardStats, Verdict
 if TYPE_CHECKING:
     from ..config import LoopDetectionConfig  # only the engine loads it, and only when needed
     from ..engine import PreparedCall
-    from .transactions import Named
-
-__all__ = ["DISABLE_ENV", "GuardCore", "as_vetoes", "in_flight", "internal_error",
-           "loop_event", "should_warn", "veto"]
 
 log = get_logger("loopwarden")
 
@@ -75,6 +71,11 @@ class GuardCore:
     #: in-flight counting off. Sequential hosts (each outcome reported before the next call)
     #: never have a call in flight.
     in_flight_seconds: float = 60.0
+    #: Deny every later call of a run once a terminal verdict stopped it, with
+    #: :data:`~loopwarden.guard.STOP_MESSAGE`. For doors whose host cannot end a run from a
+    #: tool hook (Codex CLI): the run goes on, so the guard keeps it stopped. Off by default:
+    #: hosts that end the run never send another call of it.
+    deny_after_stop: bool = False
 
     def __init__(
         self,
@@ -115,6 +116,21 @@ class GuardCore:
     def fail_closed(self, value: bool) -> None:
         """Set the failure policy: True blocks calls while the store cannot be reached."""
         self.store_health.policy = failure_policy(value)
+
+
+# A stopped run is kept in the same bounded map as the recovery turn (``recovery_used``), under
+# a key no run id normalises to, so the stores' format does not change.
+_STOPPED_PREFIX = "\x00stopped:"
+
+
+def stop_run(state: SessionState, run: str | None) -> None:
+    """Remember that a terminal verdict stopped ``run`` (see :attr:`GuardCore.deny_after_stop`)."""
+    state.recovery_used[_STOPPED_PREFIX + (run or "")] = True
+
+
+def run_stopped(state: SessionState, run: str | None) -> bool:
+    """Whether a terminal verdict stopped ``run`` earlier."""
+    return bool(state.recovery_used.get(_STOPPED_PREFIX + (run or "")))
 
 
 def internal_error(core: GuardCore, tool: object, exc: Exception) -> Verdict:
@@ -186,13 +202,24 @@ def should_warn(
         warning_bucket(detection.count, (limits or detector.limits).warning))
 
 
+class Named(Protocol):
+    """What names a call in its events: a :class:`CallContext`, or a one-call hook's call."""
+
+    session: str
+    run_id: str | None
+    call_id: str | None
+    agent: str | None
+
+
 def loop_event(ctx: Named, tool: str, detection: Detection, action: str,
-               state: SessionState | None = None) -> LoopEvent:
-    """The event of a warn or block; ``ctx`` names the session, run, agent and call id."""
+               state: SessionState | None = None, *, terminal: bool = False) -> LoopEvent:
+    """The event of a warn or block; ``ctx`` names the session, run, agent and call id;
+    ``terminal`` marks the block that ends the run (the terminal stop)."""
     return LoopEvent(
         session=ctx.session, run=ctx.run_id, agent=ctx.agent, call_id=ctx.call_id, tool=tool,
         level=detection.level, action=action, detector=detection.detector,
         count=detection.count, message=detection.message,
         paired_tool=detection.paired_tool_name,
         learned=learned_for(state.learned, tool) if state is not None else (),
+        terminal=terminal,
     )

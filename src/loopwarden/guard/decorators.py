@@ -13,22 +13,14 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
+from ..base.errors import LoopBlockedError
 from ..base.log import get_logger
 from ..base.text import optional_id, text_id
 from .core import internal_error
-from .verdicts import (
-    ExitBehavior,
-    LoopBlockedError,
-    Verdict,
-    append_note,
-    check_exit_behavior,
-    terminated_error,
-)
+from .verdicts import ExitBehavior, Verdict, append_note, check_exit_behavior, terminated_error
 
 if TYPE_CHECKING:
     from .loopguard import LoopGuard
-
-__all__ = ["IdSource", "tool", "wrap"]
 
 log = get_logger("loopwarden")
 
@@ -147,6 +139,22 @@ class _FunctionDoor:
         return result
 
 
+#: What a decorated function does with a blocked call: raise LoopBlockedError, or return the
+#: blocked result.
+ON_BLOCK: tuple[str, ...] = ("raise", "return")
+
+
+def check_on_block(value: object) -> Literal["raise", "return"]:
+    """``value`` as an ``on_block`` choice; a :class:`ConfigError` (a ``ValueError``) naming the
+    allowed values else (``on_block="ignore"`` would otherwise be taken as "return")."""
+    if value not in ON_BLOCK:
+        from ..config import ConfigError  # (pydantic loads only when a value is wrong)
+
+        raise ConfigError(f"must be one of {', '.join(map(repr, ON_BLOCK))}",
+                          path="on_block", value=value)
+    return value  # type: ignore[return-value]
+
+
 def tool(
     guard: LoopGuard, fn: F | None = None, /, *, name: str | None = None,
     session: IdSource = "default", run_id: IdSource | None = None,
@@ -157,6 +165,7 @@ def tool(
     if fn is not None:
         return wrap(guard, fn)
     check_exit_behavior(exit_behavior)  # a bad option fails here, not at the first call
+    check_on_block(on_block)
     return lambda f: wrap(guard, f, name=name, session=session, run_id=run_id,
                           on_block=on_block, exit_behavior=exit_behavior)
 
@@ -169,7 +178,7 @@ def wrap(
     """``fn`` guarded by ``guard``: see :meth:`LoopGuard.wrap`."""
     door = _FunctionDoor(guard, _tool_name(fn, name), _signature(fn),
                          _id_source(session, "session"), _id_source(run_id, "run_id"),
-                         on_block, check_exit_behavior(exit_behavior))
+                         check_on_block(on_block), check_exit_behavior(exit_behavior))
     tool_name = door.tool_name
 
     if inspect.iscoroutinefunction(fn):

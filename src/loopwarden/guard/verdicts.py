@@ -9,15 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..base.errors import LoopTerminatedError, LoopwardenError
+from ..base.errors import LoopTerminatedError
 from ..base.types import MISSING
 from ..engine.detectors import Detection
-
-__all__ = ["EXIT_BEHAVIORS", "RECOVERY_SIBLING_TEXT", "RECOVERY_TEXT", "STOP_MESSAGE",
-           "TERMINAL_SIBLING_TEXT", "TERMINAL_TEXT", "Action", "BatchAdmission", "ExitBehavior",
-           "GuardStats", "Intervention", "LoopBlockedError", "Verdict", "append_note",
-           "check_exit_behavior", "continuing", "terminated_error", "warning_note"]
-
 
 Action = Literal["allow", "warn", "block"]
 #: What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``):
@@ -211,14 +205,3 @@ class GuardStats:
     internal_errors: int = 0
 
 
-class LoopBlockedError(LoopwardenError):
-    """Raised by ``@guard.tool`` / ``guard.wrap`` for a blocked call when asked to raise."""
-
-    def __init__(self, verdict: Verdict) -> None:
-        super().__init__(verdict.message or "tool call blocked by loopwarden")
-        self.verdict = verdict
-
-    @property
-    def blocked_result(self) -> dict[str, Any]:
-        """The blocked call's OpenClaw-shaped tool result (see :meth:`Verdict.blocked_result`)."""
-        return self.verdict.blocked_result()

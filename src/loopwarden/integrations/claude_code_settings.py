@@ -15,6 +15,10 @@ loopwarden's entries are recognised by their command (a ``loopwarden`` executabl
 ``python -m loopwarden`` running ``claude-hook``), never by position, so installing again with
 other options replaces them in place (keeping a matcher or timeout the user set on them), and
 everything else in the file stays as it was.
+
+Codex CLI (``hooks.json``) and Gemini CLI (``settings.json``) keep their hooks in the same
+shape, so the same functions edit theirs: ``events``, ``tool_events`` and ``subcommand`` name
+the host's events and loopwarden's hook command for it (``codex-hook``, ``gemini-hook``).
 """
 
 from __future__ import annotations
@@ -25,15 +29,9 @@ from collections.abc import Sequence
 from pathlib import PureWindowsPath
 from typing import Any
 
-__all__ = [
-    "HOOK_EVENTS",
-    "SettingsError",
-    "hook_command",
-    "http_url",
-    "install",
-    "is_loopwarden_command",
-    "uninstall",
-]
+from ..base.errors import SettingsError
+
+__all__ = ["SettingsError", "hook_command", "http_url", "install", "uninstall"]
 
 HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
@@ -46,17 +44,13 @@ _HTTP_TIMEOUT_SECONDS = 5
 _MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden.cli._entry"})
 
 
-class SettingsError(ValueError):
-    """The settings hold something loopwarden will not edit (``hooks`` that is no object...)."""
-
-
 def hook_command(executable: Sequence[str], *, config: str | None = None,
                  db: str | None = None, agent: str | None = None,
-                 http_start: int | None = None) -> str:
+                 subcommand: str = _SUBCOMMAND, http_start: int | None = None) -> str:
     """The shell command of the hook entries: ``executable`` (its argv, e.g. the absolute path
-    of the ``loopwarden`` script) running ``claude-hook`` with the options given, quoted.
+    of the ``loopwarden`` script) running ``subcommand`` with the options given, quoted.
     ``http_start``: the SessionStart command that starts the http server on that port."""
-    argv = [*executable, _SUBCOMMAND]
+    argv = [*executable, subcommand]
     if http_start is not None:
         argv += ["--http-start", str(http_start)]
     for flag, value in (("--config", config), ("--db", db), ("--agent", agent)):
@@ -65,17 +59,17 @@ def hook_command(executable: Sequence[str], *, config: str | None = None,
     return shlex.join(argv)
 
 
-def is_loopwarden_command(command: object) -> bool:
-    """Whether a hook command runs ``loopwarden claude-hook`` (any path, any options)."""
+def is_loopwarden_command(command: object, subcommand: str = _SUBCOMMAND) -> bool:
+    """Whether a hook command runs ``loopwarden SUBCOMMAND`` (any path, any options)."""
     if not isinstance(command, str):
         return False
     try:
         argv = shlex.split(command)
     except ValueError:  # unbalanced quotes: not a command loopwarden wrote
         return False
-    if _SUBCOMMAND not in argv:
+    if subcommand not in argv:
         return False
-    at = argv.index(_SUBCOMMAND)
+    at = argv.index(subcommand)
     if at == 1:
         # Either separator: a settings.json may have been written on Windows.
         name = PureWindowsPath(argv[0]).name.lower()
@@ -88,11 +82,14 @@ def http_url(port: int) -> str:
     return f"http://127.0.0.1:{port}{_HTTP_PATH}"
 
 
-def install(settings: dict[str, Any], command: str, *, http_port: int | None = None,
+def install(settings: dict[str, Any], command: str, *,
+            events: Sequence[str] = HOOK_EVENTS, tool_events: frozenset[str] = _TOOL_EVENTS,
+            subcommand: str = _SUBCOMMAND, http_port: int | None = None,
             start_command: str | None = None) -> dict[str, Any]:
-    """``settings`` with loopwarden's hook entries running ``command``; with ``http_port``, the
-    tool events post to the http server there instead, and a SessionStart entry runs
-    ``start_command`` (which starts that server).
+    """``settings`` with loopwarden's hook entries (one per event of ``events``; those in
+    ``tool_events`` match every tool) running ``command``. With ``http_port`` (Claude Code),
+    every event but PreCompact posts to the http server there instead, and a SessionStart entry
+    runs ``start_command`` (which starts that server); without, such a SessionStart entry goes.
 
     An event that already has a loopwarden entry keeps it where it is, with the new command;
     any further loopwarden entries of that event are removed. An event without one gets a new
@@ -101,35 +98,37 @@ def install(settings: dict[str, Any], command: str, *, http_port: int | None = N
     hooks = _hooks_object(result, create=True)
     assert hooks is not None  # (create=True makes one)
     wanted: dict[str, dict[str, Any]] = {
-        event: {"type": "command", "command": command} for event in HOOK_EVENTS}
-    for event in HOOK_EVENTS:
-        if http_port is not None and event != "PreCompact":
-            wanted[event] = {"type": "http", "url": http_url(http_port),
-                             "timeout": _HTTP_TIMEOUT_SECONDS}
-    if http_port is not None and start_command is not None:
-        wanted["SessionStart"] = {"type": "command", "command": start_command}
-    elif isinstance(hooks.get("SessionStart"), list):
-        wanted["SessionStart"] = {}  # (removed below: no http server to start)
+        event: {"type": "command", "command": command} for event in events}
+    if http_port is not None:
+        for event in events:
+            if event != "PreCompact":
+                wanted[event] = {"type": "http", "url": http_url(http_port),
+                                 "timeout": _HTTP_TIMEOUT_SECONDS}
+        if start_command is not None:
+            wanted["SessionStart"] = {"type": "command", "command": start_command}
+    elif subcommand == _SUBCOMMAND and isinstance(hooks.get("SessionStart"), list):
+        wanted["SessionStart"] = {}  # no http server to start any more: the entry goes
     for event, entry in wanted.items():
         groups = _event_groups(hooks, event)
         if not entry:
-            kept = [g for g in (_without_ours(group) for group in groups) if g is not None]
-            if kept:
+            kept = [g for g in (_without_ours(group, subcommand) for group in groups)
+                    if g is not None]
+            if kept or not groups:
                 hooks[event] = kept
-            elif groups:
+            else:
                 del hooks[event]
             continue
-        placed = _replace_entries(groups, entry)
+        placed = _replace_entries(groups, entry, subcommand)
         if not placed:
             group: dict[str, Any] = {"hooks": [entry]}
-            if event in _TOOL_EVENTS:
+            if event in tool_events:
                 group = {"matcher": "*", **group}
             groups.append(group)
         hooks[event] = groups
     return result
 
 
-def uninstall(settings: dict[str, Any]) -> dict[str, Any]:
+def uninstall(settings: dict[str, Any], *, subcommand: str = _SUBCOMMAND) -> dict[str, Any]:
     """``settings`` without loopwarden's hook entries, and without the groups, event lists and
     ``hooks`` object that removing them left empty. Everything else stays."""
     result = copy.deepcopy(settings)
@@ -140,7 +139,8 @@ def uninstall(settings: dict[str, Any]) -> dict[str, Any]:
         groups = hooks[event]
         if not isinstance(groups, list):
             continue  # not Claude Code's shape, and not loopwarden's to judge
-        kept = [g for g in (_without_ours(group) for group in groups) if g is not None]
+        kept = [g for g in (_without_ours(group, subcommand) for group in groups)
+                if g is not None]
         if kept or not groups:
             hooks[event] = kept
         else:
@@ -174,25 +174,27 @@ def _entries(group: Any) -> list[Any] | None:
     return entries if isinstance(entries, list) else None
 
 
-def _is_ours(entry: Any) -> bool:
+def _is_ours(entry: Any, subcommand: str = _SUBCOMMAND) -> bool:
     if not isinstance(entry, dict):
         return False
     url = entry.get("url")
-    return is_loopwarden_command(entry.get("command")) or (
-        entry.get("type") == "http" and isinstance(url, str) and url.endswith(_HTTP_PATH))
+    return is_loopwarden_command(entry.get("command"), subcommand) or (
+        subcommand == _SUBCOMMAND and entry.get("type") == "http" and isinstance(url, str)
+        and url.endswith(_HTTP_PATH))
 
 
-def _replace_entries(groups: list[Any], wanted: dict[str, Any]) -> bool:
+def _replace_entries(groups: list[Any], wanted: dict[str, Any],
+                     subcommand: str = _SUBCOMMAND) -> bool:
     """Point the first loopwarden entry at ``command`` and drop any other (and a group left
     empty by that); returns whether there was one."""
     placed = False
     for index, group in enumerate(list(groups)):
         entries = _entries(group)
-        if entries is None or not any(_is_ours(entry) for entry in entries):
+        if entries is None or not any(_is_ours(entry, subcommand) for entry in entries):
             continue
         kept = []
         for entry in entries:
-            if not _is_ours(entry):
+            if not _is_ours(entry, subcommand):
                 kept.append(entry)
             elif not placed:
                 old = {k: v for k, v in entry.items() if k not in ("command", "url", "type")}
@@ -207,12 +209,12 @@ def _replace_entries(groups: list[Any], wanted: dict[str, Any]) -> bool:
     return placed
 
 
-def _without_ours(group: Any) -> Any:
+def _without_ours(group: Any, subcommand: str = _SUBCOMMAND) -> Any:
     """The group without loopwarden's entries; None when they were all it held."""
     entries = _entries(group)
-    if entries is None or not any(_is_ours(entry) for entry in entries):
+    if entries is None or not any(_is_ours(entry, subcommand) for entry in entries):
         return group
-    kept = [entry for entry in entries if not _is_ours(entry)]
+    kept = [entry for entry in entries if not _is_ours(entry, subcommand)]
     if not kept:
         return None
     return {**group, "hooks": kept}
