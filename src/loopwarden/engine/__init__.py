@@ -17,7 +17,7 @@ tool name and its arguments) prepare the call and go the same way.
 
 from __future__ import annotations
 
-from .detector import LoopDetector
+from .detector import LoopDetector, detector_log_line
 from .fingerprinter import PreparedCall
 
-__all__ = ["LoopDetector", "PreparedCall"]
+__all__ = ["LoopDetector", "PreparedCall", "detector_log_line"]

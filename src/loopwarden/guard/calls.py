@@ -21,6 +21,7 @@ from ..fingerprint import Outcome
 from ..fingerprint.leaves import Leaves
 from .core import (
     as_vetoes,
+    detect,
     in_flight,
     internal_error,
     loop_event,
@@ -86,7 +87,7 @@ class GuardCall(PreparedCall):
         if seen is not None:
             # A retried hook: answer as the first delivery did, without counting or warning again.
             if seen.is_veto:
-                again = detector.detect(state, self)
+                again, _ = detect(core, state, self)
                 return Verdict("block", again, prospect.tool_name, self.call_id)
             return Verdict("allow", None, prospect.tool_name, self.call_id)
         if not core.rolling:
@@ -98,9 +99,9 @@ class GuardCall(PreparedCall):
         flights = in_flight(core, state, run, (prospect.args_hash,)) if live else ()
         if flights:
             with as_vetoes(flights):
-                detection = detector.detect(state, self)
+                detection, slot = detect(core, state, self)
         else:
-            detection = detector.detect(state, self)
+            detection, slot = detect(core, state, self)
         if detection is None:  # the common case, kept short: no events, so no Step
             detector.record(state, self, self.call_id, True)  # new: looked for above
             return Verdict("allow", None, prospect.tool_name, self.call_id)
@@ -115,7 +116,7 @@ class GuardCall(PreparedCall):
             return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state,
                                              terminal=verdict.terminate)])
         step = Step(Verdict("allow", detection, prospect.tool_name, self.call_id))
-        if should_warn(core, state, detection, prospect.tool_name, run):
+        if should_warn(core, state, detection, prospect.tool_name, run, slot):
             step.value.action = "warn"
             step.events.append(loop_event(self, prospect.tool_name, detection, "warn", state))
         detector.record(state, self, self.call_id, True)
@@ -162,9 +163,9 @@ class GuardCall(PreparedCall):
             # Would the same call, made next, continue a loop? Tell the model now, on this
             # result, instead of after it has made that call (a critical next call is still
             # blocked before it runs).
-            detection = detector.detect(state, call)
+            detection, slot = detect(core, state, call)
             if detection is not None and should_warn(core, state, detection, prospect.tool_name,
-                                                     run, any_level=True):
+                                                     run, slot, any_level=True):
                 step.value = replace(step.value, action="warn", detection=detection)
                 step.events.append(loop_event(self, prospect.tool_name, detection, "warn", state))
         return step

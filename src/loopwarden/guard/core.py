@@ -9,6 +9,7 @@ the sinks and the counters. The functions below are the rules more than one tran
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..base.log import get_logger
 from ..base.text import log_text, text_id
-from ..engine import LoopDetector
+from ..engine import LoopDetector, detector_log_line
 from ..engine.detectors import Detection
 from ..engine.history import (
     OUTCOME_VETO,
@@ -38,7 +39,13 @@ if TYPE_CHECKING:
     from ..config import LoopDetectionConfig  # only the engine loads it, and only when needed
     from ..engine import PreparedCall
 
+
 log = get_logger("loopwarden")
+#: The detectors' own log lines (OpenClaw's), logged here: the engine never logs.
+detection_log = get_logger("loopwarden.detection")
+
+#: A warning's dedupe key and bucket (spec §f.2), computed once per warned call.
+WarningSlot = tuple[str, int]
 
 DISABLE_ENV = "LOOPWARDEN_DISABLED"
 #: The outcome a blocked call is recorded with.
@@ -187,19 +194,51 @@ def as_vetoes(records: Sequence[CallRecord]) -> Iterator[None]:
             record.outcome_kind = None
 
 
+def warning_slot(core: GuardCore, detection: Detection, tool: str, run: str | None
+                 ) -> WarningSlot:
+    """The key and bucket a warning is deduplicated by: buckets of ``warningThreshold`` calls
+    (the tool's own, if perTool sets one), not OpenClaw's fixed 10."""
+    detector = core.detector
+    limits = detector.limits_for_tool(tool)
+    return (warning_key(detection.detector, detection.warning_key, tool, run),
+            warning_bucket(detection.count, (limits or detector.limits).warning))
+
+
+def detect(core: GuardCore, state: SessionState, call: PreparedCall
+           ) -> tuple[Detection | None, WarningSlot | None]:
+    """The loop ``call`` would continue, with a warning's slot (computed here, once, for both
+    the log line and the dampening), and the detector's log line when it is due. OpenClaw logs
+    it on every evaluation (a warning on every call from the 10th to the 19th); loopwarden logs
+    a warning once per slot, when the guard warns, and a critical every time."""
+    detection = core.detector.detect(state, call)
+    if detection is None:
+        return None, None
+    tool = call.prospect.tool_name
+    slot = None
+    if detection.level == "warning":
+        slot = warning_slot(core, detection, tool, call.run_id)
+        if detection_log.isEnabledFor(logging.WARNING) and state.warning_is_new(*slot):
+            _log_line(detection, tool)
+    elif detection_log.isEnabledFor(logging.ERROR):
+        _log_line(detection, tool)
+    return detection, slot
+
+
+def _log_line(detection: Detection, tool: str) -> None:
+    line = detector_log_line(detection, tool)
+    if line is not None:
+        detection_log.log(*line)
+
+
 def should_warn(
     core: GuardCore, state: SessionState, detection: Detection, tool: str, run: str | None,
-    *, any_level: bool = False,
+    slot: WarningSlot | None, *, any_level: bool = False,
 ) -> bool:
-    """OpenClaw's dampening, with buckets of ``warningThreshold`` calls (not a fixed 10)."""
+    """OpenClaw's dampening: True for a warning whose slot is newer than the last one warned
+    (``slot`` as :func:`detect` computed it, or None to compute it here)."""
     if detection.level != "warning" and not any_level:
         return False
-    # The same key and bucket as the detector's log line (history.warning_key/warning_bucket).
-    detector = core.detector
-    limits = detector.limits_for_tool(tool)  # perTool warningThreshold, if any
-    return state.remember_warning(
-        warning_key(detection.detector, detection.warning_key, tool, run),
-        warning_bucket(detection.count, (limits or detector.limits).warning))
+    return state.remember_warning(*(slot or warning_slot(core, detection, tool, run)))
 
 
 class Named(Protocol):

@@ -17,7 +17,14 @@ from ..base.errors import LoopBlockedError
 from ..base.log import get_logger
 from ..base.text import optional_id, text_id
 from .core import internal_error
-from .verdicts import ExitBehavior, Verdict, append_note, check_exit_behavior, terminated_error
+from .verdicts import (
+    EndOfRun,
+    ExitBehavior,
+    Verdict,
+    append_note,
+    check_exit_behavior,
+    terminated_error,
+)
 
 if TYPE_CHECKING:
     from .loopguard import LoopGuard
@@ -80,7 +87,7 @@ class _Ids(TypedDict):
 class _FunctionDoor:
     """What ``guard.wrap`` needs per call: argument binding, ids, and the block/note policy."""
 
-    __slots__ = ("exit_behavior", "guard", "on_block", "run", "session", "signature",
+    __slots__ = ("end_of_run", "guard", "on_block", "run", "session", "signature",
                  "tool_name")
 
     def __init__(self, guard: LoopGuard, tool_name: str, signature: inspect.Signature | None,
@@ -93,7 +100,7 @@ class _FunctionDoor:
         self.session = session
         self.run = run
         self.on_block = on_block
-        self.exit_behavior = exit_behavior
+        self.end_of_run = EndOfRun(exit_behavior)
 
     def start(self, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[dict[str, Any], _Ids] | None:
         """The call's bound arguments and ids, or None (logged and counted) when they cannot
@@ -118,7 +125,8 @@ class _FunctionDoor:
         return dict(bound.arguments)
 
     def blocked(self, verdict: Verdict, ids: _Ids) -> Any:
-        if verdict.terminate and self.exit_behavior != "continue":
+        # A decorated function cannot end the run: at the end, as for "error", it raises.
+        if self.end_of_run.action(verdict.terminate) in ("end", "raise"):
             raise terminated_error(verdict, session=ids["session"], run_id=ids["run_id"])
         if self.on_block == "raise":
             raise LoopBlockedError(verdict)

@@ -183,6 +183,43 @@ def continuing(verdict: Verdict) -> Verdict:
     return replace(verdict, block_text=text, terminate=False)
 
 
+#: What a door does with a terminal verdict: ``"recover"`` hands the model the recovery texts
+#: and the run goes on, ``"end"`` ends the run with :data:`STOP_MESSAGE`, ``"raise"`` raises
+#: :func:`terminated_error`'s :class:`LoopTerminatedError`.
+TerminalAction = Literal["recover", "end", "raise"]
+
+
+class EndOfRun:
+    """The end-of-run policy every door asks instead of re-implementing it: for a verdict,
+    what the door does (:meth:`action`) and what the model is told (:meth:`answer`). An
+    ``exit_behavior`` is one branch of :meth:`action`; the doors only translate the action
+    into their host's means (a jump to the end, a final output, an exception)."""
+
+    __slots__ = ("behavior",)
+
+    def __init__(self, exit_behavior: object) -> None:
+        self.behavior: ExitBehavior = check_exit_behavior(exit_behavior)
+
+    def action(self, terminal: bool) -> TerminalAction | None:
+        """None unless the verdict (or batch) is ``terminal``; else what the door does."""
+        if not terminal:
+            return None
+        if self.behavior == "continue":
+            return "recover"
+        if self.behavior == "error":
+            return "raise"
+        return "end"
+
+    @property
+    def ends_runs(self) -> bool:
+        """Whether a terminal verdict may end a run (the door installs its stop)."""
+        return self.action(True) == "end"
+
+    def answer(self, verdict: Verdict) -> Verdict:
+        """``verdict`` as the model gets it: with the recovery texts when the run goes on."""
+        return continuing(verdict) if self.action(verdict.terminate) == "recover" else verdict
+
+
 def terminated_error(
     verdict: Verdict, *, session: str | None = None, run_id: str | None = None,
 ) -> LoopTerminatedError:
