@@ -1,9 +1,10 @@
 """The per-tool-call cost of loopwarden's hooks as Claude Code sees it, in the real binary.
 
 Runs the installed Claude Code (``.ci/install-hosts``) against the scripted model of
-``tests/integrations/hosts/`` with a healthy script of distinct quick ``Bash`` calls, three
+``tests/integrations/hosts/`` with a healthy script of distinct quick ``Bash`` calls, four
 ways: without hooks, with the hooks each answered in their own process
-(``LOOPWARDEN_HOOK_SERVER=0``), and with the resident server (the default). A call's
+(``LOOPWARDEN_HOOK_SERVER=0``), with the resident server (the default), and with the tool hooks
+as http hooks posting to the resident http server (``install claude-code --http PORT``). A call's
 turnaround is the time from the model request that issued it to the next request (Claude Code's
 own work, the hooks, the command); the table prints the median and the added cost against the
 run without hooks. Usage: ``python bench/claude_code_hook_cost.py [current|2.1.197] [CALLS]``.
@@ -11,6 +12,10 @@ run without hooks. Usage: ``python bench/claude_code_hook_cost.py [current|2.1.1
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -22,17 +27,27 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integrations" / "hosts"))
 
 from anthropic_server import ScriptedModel, serve  # noqa: E402
-from claude_code import RELEASES, bash, host_env, install_hooks, loopwarden_argv  # noqa: E402
+from claude_code import (  # noqa: E402
+    RELEASES,
+    bash,
+    host_env,
+    http_server_pids,
+    install_hooks,
+    loopwarden_argv,
+)
 
 
-def turnarounds(binary: Path, calls: int, *, hooks: bool, resident: bool) -> list[float]:
-    """Seconds per tool call of one run with ``calls`` distinct quick calls."""
+def turnarounds(binary: Path, calls: int, *, hooks: bool, resident: bool,
+                http: bool = False) -> list[float]:
+    """Seconds per tool call of one run with ``calls`` distinct quick calls (``http``: the tool
+    hooks as http hooks, ``install claude-code --http PORT``)."""
+    port = _free_port() if http else None
     with tempfile.TemporaryDirectory() as scratch:
         home, work = Path(scratch) / "home", Path(scratch) / "work"
         home.mkdir()
         work.mkdir()
         if hooks:
-            install_hooks(home)
+            install_hooks(home, *(("--http", str(port)) if port else ()))
         env = host_env(home)
         env["LOOPWARDEN_HOOK_SERVER"] = "1" if resident else "0"
         model: ScriptedModel
@@ -46,9 +61,19 @@ def turnarounds(binary: Path, calls: int, *, hooks: bool, resident: bool) -> lis
         if resident:  # stop the servers this run started (its own runtime folder)
             subprocess.run([*loopwarden_argv(), "claude-hook", "--stop-servers"], env=env,
                            capture_output=True, timeout=60, check=False)
+        if port is not None:  # stop the http server the SessionStart hook started
+            for pid in http_server_pids(port):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
     times = [turn.at for turn in model.turns]
     # The first call pays the start of the hook machinery (and the resident server): skipped.
     return [later - earlier for earlier, later in pairwise(times[1:])]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def main() -> None:
@@ -58,13 +83,17 @@ def main() -> None:
     binary = RELEASES[release]
     if not binary.exists():
         sys.exit(f"Claude Code {release} is not installed: run .ci/install-hosts")
-    rows = [("no hooks", False, False), ("hooks, own process each", True, False),
-            ("hooks, resident server", True, True)]
+    rows = [("no hooks", False, False, False), ("hooks, own process each", True, False, False),
+            ("hooks, resident server", True, True, False),
+            ("http hooks (install --http)", True, True, True)]
     baseline = None
-    print(f"Claude Code {release}: turnaround per tool call, {calls} calls, median (ms)")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"Claude Code {release}: turnaround per tool call, {calls} calls, median (ms); "
+          f"load average {load} at the start")
     print(f"{'':28} {'median':>8} {'added':>8}")
-    for name, hooks, resident in rows:
-        median = statistics.median(turnarounds(binary, calls, hooks=hooks, resident=resident))
+    for name, hooks, resident, http in rows:
+        median = statistics.median(turnarounds(binary, calls, hooks=hooks, resident=resident,
+                                               http=http))
         baseline = median if baseline is None else baseline
         print(f"{name:28} {median * 1000:8.1f} {(median - baseline) * 1000:+8.1f}")
 

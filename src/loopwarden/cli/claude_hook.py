@@ -186,6 +186,8 @@ def run(argv: Sequence[str]) -> int:
         from ._resident_server import stop_servers
 
         return stop_servers()
+    if argv[:1] in (["--http-serve"], ["--http-start"]):
+        return _http(list(argv))
     try:
         options = _parse(list(argv))
         _answer(options["db"], options["config"], options["agent"], options["exit_behavior"],
@@ -210,6 +212,47 @@ def serve(argv: Sequence[str]) -> int:
     from ._resident_server import serve as serve_resident
 
     return serve_resident(argv, run)
+
+
+def _http(argv: list[str]) -> int:
+    """``--http-serve PORT ARGS``: answer http hooks on 127.0.0.1:PORT as ``claude-hook ARGS``
+    would (:mod:`loopwarden.cli._resident_http`). ``--http-start PORT ARGS`` (the installer's
+    SessionStart command hook) starts that server detached and returns at once."""
+    if len(argv) < 2 or not argv[1].isdigit() or not 0 < int(argv[1]) < 65536:
+        sys.stderr.write(f"loopwarden: {argv[0]} needs a port number, got {argv[1:2]}\n")
+        return _EXIT_NON_BLOCKING_ERROR
+    port, rest = int(argv[1]), argv[2:]
+    if argv[0] == "--http-serve":
+        from ._resident_http import serve_http
+
+        return serve_http(rest, run, port)
+    import subprocess
+
+    sys.stdin.read()  # (the SessionStart payload: nothing in it is needed)
+    with contextlib.suppress(OSError):  # no server: the http hooks fail open, as documented
+        subprocess.Popen([sys.executable, "-c", _HTTP_SERVER_CODE, _package_root(), os.getcwd(),
+                          "--http-serve", str(port), *rest], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    return 0
+
+
+# As the Unix socket server's (loopwarden.cli._resident): no module of the project folder can
+# shadow the ones the server imports.
+_HTTP_SERVER_CODE = """# loopwarden-hook-server (http)
+import sys
+sys.path[:] = [entry for entry in sys.path if entry]
+if sys.argv[1] not in sys.path:
+    sys.path.append(sys.argv[1])
+import os
+os.chdir(sys.argv[2])
+from loopwarden.cli.claude_hook import run
+sys.exit(run(sys.argv[3:]))
+"""
+
+
+def _package_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,

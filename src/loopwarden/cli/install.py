@@ -82,6 +82,11 @@ def claude_code(
     claude: Annotated[str | None, typer.Option(
         "--claude", help="The claude executable --check asks (default: claude on PATH).",
     )] = None,
+    http: Annotated[int | None, typer.Option(
+        "--http", min=1, max=65535, help="Tool hooks as http hooks posting to a resident "
+        "server on 127.0.0.1:PORT (started by a SessionStart hook; only your uid may connect): "
+        "no process per tool call. When it is down, tool calls go ahead unguarded.",
+    )] = None,
 ) -> None:
     """Write the hooks that run `loopwarden claude-hook` into Claude Code's settings.json.
 
@@ -104,17 +109,18 @@ def claude_code(
         raise typer.Exit(code)
     path = _settings_path(project=project)
     old_text, settings = _read_settings(path)
-    command = None
+    command = start = None
     if not remove:
-        command = hook_command(
-            hook_executable(),
-            config=None if config is None else str(_checked_config(config, agent)),
-            db=None if db is None else str(db.expanduser().absolute()),
-            agent=agent,
-        )
+        config_arg = None if config is None else str(_checked_config(config, agent))
+        db_arg = None if db is None else str(db.expanduser().absolute())
+        command = hook_command(hook_executable(), config=config_arg, db=db_arg, agent=agent)
         _check_runs(command)
+        if http is not None:
+            start = hook_command(hook_executable(), config=config_arg, db=db_arg, agent=agent,
+                                 http_start=http)
     try:
-        new_settings = uninstall(settings) if command is None else install(settings, command)
+        new_settings = uninstall(settings) if command is None else install(
+            settings, command, http_port=http, start_command=start)
     except SettingsError as exc:
         _error(f"{path}: {exc}; fix or move the file, then run this again")
     if new_settings == settings:

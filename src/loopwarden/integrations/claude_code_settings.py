@@ -31,20 +31,28 @@ from typing import Any
 
 from ..base.errors import SettingsError
 
-__all__ = ["SettingsError", "hook_command", "install", "uninstall"]
+__all__ = ["SettingsError", "hook_command", "http_url", "install", "uninstall"]
 
 HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _SUBCOMMAND = "claude-hook"
+# loopwarden's http entries are known by this path of their url.
+_HTTP_PATH = "/loopwarden/claude-hook"
+# Claude Code's own default for an http hook is long; a resident server answers in
+# milliseconds, and one that does not must not hold up the tool call for minutes.
+_HTTP_TIMEOUT_SECONDS = 5
 _MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden.cli._entry"})
 
 
 def hook_command(executable: Sequence[str], *, config: str | None = None,
                  db: str | None = None, agent: str | None = None,
-                 subcommand: str = _SUBCOMMAND) -> str:
+                 subcommand: str = _SUBCOMMAND, http_start: int | None = None) -> str:
     """The shell command of the hook entries: ``executable`` (its argv, e.g. the absolute path
-    of the ``loopwarden`` script) running ``subcommand`` with the options given, quoted."""
+    of the ``loopwarden`` script) running ``subcommand`` with the options given, quoted.
+    ``http_start``: the SessionStart command that starts the http server on that port."""
     argv = [*executable, subcommand]
+    if http_start is not None:
+        argv += ["--http-start", str(http_start)]
     for flag, value in (("--config", config), ("--db", db), ("--agent", agent)):
         if value is not None:
             argv += [flag, value]
@@ -69,11 +77,19 @@ def is_loopwarden_command(command: object, subcommand: str = _SUBCOMMAND) -> boo
     return at >= 3 and argv[at - 2] == "-m" and argv[at - 1] in _MODULES
 
 
+def http_url(port: int) -> str:
+    """The url of loopwarden's http hook entries (the resident server on 127.0.0.1:``port``)."""
+    return f"http://127.0.0.1:{port}{_HTTP_PATH}"
+
+
 def install(settings: dict[str, Any], command: str, *,
             events: Sequence[str] = HOOK_EVENTS, tool_events: frozenset[str] = _TOOL_EVENTS,
-            subcommand: str = _SUBCOMMAND) -> dict[str, Any]:
+            subcommand: str = _SUBCOMMAND, http_port: int | None = None,
+            start_command: str | None = None) -> dict[str, Any]:
     """``settings`` with loopwarden's hook entries (one per event of ``events``; those in
-    ``tool_events`` match every tool) running ``command``.
+    ``tool_events`` match every tool) running ``command``. With ``http_port`` (Claude Code),
+    every event but PreCompact posts to the http server there instead, and a SessionStart entry
+    runs ``start_command`` (which starts that server); without, such a SessionStart entry goes.
 
     An event that already has a loopwarden entry keeps it where it is, with the new command;
     any further loopwarden entries of that event are removed. An event without one gets a new
@@ -81,11 +97,30 @@ def install(settings: dict[str, Any], command: str, *,
     result = copy.deepcopy(settings)
     hooks = _hooks_object(result, create=True)
     assert hooks is not None  # (create=True makes one)
-    for event in events:
+    wanted: dict[str, dict[str, Any]] = {
+        event: {"type": "command", "command": command} for event in events}
+    if http_port is not None:
+        for event in events:
+            if event != "PreCompact":
+                wanted[event] = {"type": "http", "url": http_url(http_port),
+                                 "timeout": _HTTP_TIMEOUT_SECONDS}
+        if start_command is not None:
+            wanted["SessionStart"] = {"type": "command", "command": start_command}
+    elif subcommand == _SUBCOMMAND and isinstance(hooks.get("SessionStart"), list):
+        wanted["SessionStart"] = {}  # no http server to start any more: the entry goes
+    for event, entry in wanted.items():
         groups = _event_groups(hooks, event)
-        placed = _replace_entries(groups, command, subcommand)
+        if not entry:
+            kept = [g for g in (_without_ours(group, subcommand) for group in groups)
+                    if g is not None]
+            if kept or not groups:
+                hooks[event] = kept
+            else:
+                del hooks[event]
+            continue
+        placed = _replace_entries(groups, entry, subcommand)
         if not placed:
-            group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+            group: dict[str, Any] = {"hooks": [entry]}
             if event in tool_events:
                 group = {"matcher": "*", **group}
             groups.append(group)
@@ -140,10 +175,16 @@ def _entries(group: Any) -> list[Any] | None:
 
 
 def _is_ours(entry: Any, subcommand: str = _SUBCOMMAND) -> bool:
-    return isinstance(entry, dict) and is_loopwarden_command(entry.get("command"), subcommand)
+    if not isinstance(entry, dict):
+        return False
+    url = entry.get("url")
+    return is_loopwarden_command(entry.get("command"), subcommand) or (
+        subcommand == _SUBCOMMAND and entry.get("type") == "http" and isinstance(url, str)
+        and url.endswith(_HTTP_PATH))
 
 
-def _replace_entries(groups: list[Any], command: str, subcommand: str = _SUBCOMMAND) -> bool:
+def _replace_entries(groups: list[Any], wanted: dict[str, Any],
+                     subcommand: str = _SUBCOMMAND) -> bool:
     """Point the first loopwarden entry at ``command`` and drop any other (and a group left
     empty by that); returns whether there was one."""
     placed = False
@@ -156,7 +197,10 @@ def _replace_entries(groups: list[Any], command: str, subcommand: str = _SUBCOMM
             if not _is_ours(entry, subcommand):
                 kept.append(entry)
             elif not placed:
-                kept.append({**entry, "type": "command", "command": command})
+                old = {k: v for k, v in entry.items() if k not in ("command", "url", "type")}
+                if entry.get("type") != wanted["type"]:
+                    old.pop("timeout", None)  # (a command's timeout is no http one)
+                kept.append({**old, **wanted})
                 placed = True
         group["hooks"] = kept
         if not kept:

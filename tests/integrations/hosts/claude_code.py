@@ -26,7 +26,8 @@ from anthropic_server import MAX_CALLS, Script, ScriptedModel, serve
 
 from loopwarden.guard import RECOVERY_TEXT, TERMINAL_TEXT
 
-__all__ = ["RELEASES", "RunRecord", "claude_binary", "install_hooks", "run_claude"]
+__all__ = ["RELEASES", "RunRecord", "claude_binary", "http_server_pids", "install_hooks",
+           "run_claude"]
 
 REPO = Path(__file__).resolve().parents[3]
 HOSTS = REPO / ".hosts"
@@ -105,6 +106,20 @@ def install_hooks(home: Path, *options: str) -> str:
     return proc.stdout
 
 
+def http_server_pids(port: int) -> list[int]:
+    """The http hook servers serving ``port`` (started by the SessionStart hook), by pid."""
+    wanted = f"\0--http-serve\0{port}\0".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if wanted in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
 def bash(work: Path, command: str) -> tuple[str, dict[str, Any]]:
     """A Bash call that records its execution in ``work/calls.log``, then runs ``command``."""
     log = shlex.quote(str(work / "calls.log"))
@@ -112,13 +127,15 @@ def bash(work: Path, command: str) -> tuple[str, dict[str, Any]]:
 
 
 def run_claude(binary: Path, tmp: Path, script: Script, *, hooks: bool = True,
-               mcp_config: dict[str, Any] | None = None) -> RunRecord:
-    """Run ``binary`` once on ``script`` in a fresh HOME under ``tmp``."""
+               mcp_config: dict[str, Any] | None = None,
+               install_options: tuple[str, ...] = ()) -> RunRecord:
+    """Run ``binary`` once on ``script`` in a fresh HOME under ``tmp`` (the hooks installed
+    with ``install_options``)."""
     home, work = tmp / "home", tmp / "work"
     home.mkdir(exist_ok=True)
     work.mkdir(exist_ok=True)
     if hooks:
-        install_hooks(home)
+        install_hooks(home, *install_options)
     argv = [str(binary), "-p", "Do the task.", "--output-format", "stream-json", "--verbose",
             "--dangerously-skip-permissions"]
     if mcp_config is not None:

@@ -1,0 +1,146 @@
+"""The http transport of the resident ``claude-hook`` server: it answers what the command hook
+answers, only this user's connections are served (another uid gets 403, nothing run), and the
+installer writes http entries plus the SessionStart command that starts the server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwarden.cli._resident_http import connection_uid
+from loopwarden.integrations.claude_code_settings import http_url, install, uninstall
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="Linux /proc")]
+SESSION = "5d1c2e3f-0a4b-4c5d-8e6f-1a2b3c4d5e6f"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOPWARDEN_", "XDG_"))}
+    env.update(HOME=str(home), LOOPWARDEN_HOOK_SERVER="0", XDG_RUNTIME_DIR=str(home))
+    return env
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    home = tmp_path / "http-home"
+    home.mkdir()
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "loopwarden", "claude-hook", "--http-serve",
+                             str(port)], env=_env(home), cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                break
+            time.sleep(0.05)
+        yield port, tmp_path
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _payloads(cwd: Path) -> list[dict[str, Any]]:
+    out = []
+    for n in range(12):
+        base = {"session_id": SESSION, "cwd": str(cwd), "tool_name": "Bash",
+                "tool_input": {"command": "echo hi"}, "tool_use_id": f"toolu_{n:04d}",
+                "transcript_path": str(cwd / "t.jsonl")}
+        out.append({**base, "hook_event_name": "PreToolUse"})
+        out.append({**base, "hook_event_name": "PostToolUse", "tool_response": {
+            "stdout": "hi", "stderr": "", "interrupted": False}})
+    return out
+
+
+def _post(port: int, payload: dict[str, Any]) -> tuple[int, bytes]:
+    request = urllib.request.Request(http_url(port), data=json.dumps(payload).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_http_answers_are_the_command_hooks_answers(server: tuple[int, Path],
+                                                     tmp_path: Path) -> None:
+    port, cwd = server
+    home = tmp_path / "command-home"
+    home.mkdir()
+    for payload in _payloads(cwd):
+        status, body = _post(port, payload)
+        command = subprocess.run([sys.executable, "-m", "loopwarden", "claude-hook"],
+                                 input=json.dumps(payload), capture_output=True, text=True,
+                                 env=_env(home), cwd=cwd, timeout=60, check=False)
+        assert (status, body.decode()) == (200, command.stdout), payload
+
+
+def test_connection_uid_finds_this_users_socket() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        with socket.create_connection(listener.getsockname()) as client:
+            conn, _ = listener.accept()
+            with conn:
+                assert client
+                assert connection_uid(conn) == os.getuid()
+
+
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to connect as another uid")
+def test_another_uid_is_refused_and_nothing_is_recorded(server: tuple[int, Path]) -> None:
+    port, cwd = server
+    client = ("import sys, urllib.request, urllib.error\n"
+              "req = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode())\n"
+              "try:\n    urllib.request.urlopen(req, timeout=30)\n    print(200)\n"
+              "except urllib.error.HTTPError as e:\n    print(e.code)\n")
+    payloads = _payloads(cwd)
+    for payload in payloads[:6]:
+        shown = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+             "-I", "-c", client, http_url(port), json.dumps(payload)],
+            capture_output=True, text=True, timeout=60, check=False)
+        assert shown.stdout.strip() == "403", shown.stderr
+    # Nothing the other user sent counted: this user's first call is still a fresh one.
+    status, body = _post(port, payloads[0])
+    assert status == 200 and b"deny" not in body and b"loop" not in body.lower()
+
+
+def test_installer_writes_http_entries_and_the_session_start_command() -> None:
+    settings = install({"hooks": {"SessionStart": [{"hooks": [
+        {"type": "command", "command": "echo hi"}]}]}}, "loopwarden claude-hook",
+        http_port=47913, start_command="loopwarden claude-hook --http-start 47913")
+    hooks = settings["hooks"]
+    assert hooks["PreToolUse"][0]["hooks"] == [
+        {"type": "http", "url": "http://127.0.0.1:47913/loopwarden/claude-hook", "timeout": 5}]
+    assert hooks["PreCompact"][0]["hooks"][0]["type"] == "command"
+    assert hooks["SessionStart"][-1]["hooks"] == [
+        {"type": "command", "command": "loopwarden claude-hook --http-start 47913"}]
+    # Back to command hooks: the http entries and the start command are replaced / removed.
+    back = install(settings, "loopwarden claude-hook")
+    assert back["hooks"]["PreToolUse"][0]["hooks"] == [
+        {"type": "command", "command": "loopwarden claude-hook"}]
+    assert back["hooks"]["SessionStart"] == [{"hooks": [
+        {"type": "command", "command": "echo hi"}]}]
+    assert uninstall(settings)["hooks"] == {"SessionStart": [{"hooks": [
+        {"type": "command", "command": "echo hi"}]}]}

@@ -1,0 +1,56 @@
+"""The real Claude Code binaries, both releases, with ``loopwarden install claude-code --user
+--http PORT``: the tool hooks are http hooks answered by the resident server that the
+SessionStart command hook starts. A loop is still stopped and its run ended; a healthy run is
+untouched; with the server gone, tool calls go ahead (Claude Code's failed http hook is
+non-blocking) and the run completes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from claude_code import bash, claude_binary, http_server_pids, run_claude
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="Linux /proc")]
+
+RELEASES = ["current", "2.1.197"]
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        chosen = int(probe.getsockname()[1])
+    yield chosen
+    for pid in http_server_pids(chosen):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_loop_is_stopped_over_http_hooks_and_the_run_ends(release: str, tmp_path: Path,
+                                                            port: int) -> None:
+    work = tmp_path / "work"
+    record = run_claude(claude_binary(release), tmp_path, lambda n: bash(work, "echo hi"),
+                        install_options=("--http", str(port)))
+    print(record)
+    assert http_server_pids(port), "the SessionStart hook started no http server"
+    assert record.executions <= 25 and record.denied_at is not None and record.ended, record
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_healthy_run_over_http_hooks_is_untouched(release: str, tmp_path: Path,
+                                                    port: int) -> None:
+    work = tmp_path / "work"
+    record = run_claude(claude_binary(release), tmp_path,
+                        lambda n: bash(work, f"echo step {n}") if n <= 30 else None,
+                        install_options=("--http", str(port)))
+    print(record)
+    assert record.denials == 0 and record.executions == 30, record
