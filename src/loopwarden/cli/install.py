@@ -70,6 +70,13 @@ def claude_code(
     agent: Annotated[str | None, typer.Option(
         "--agent", help="Agent id whose per-agent loopDetection override applies.",
     )] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", metavar="NAME", help="Detection preset for the hook: openclaw or early.",
+    )] = None,
+    exit_behavior: Annotated[str | None, typer.Option(
+        "--exit-behavior", metavar="WHAT",
+        help="At the terminal stop: end (the default), error or continue.",
+    )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
     )] = False,
@@ -96,6 +103,8 @@ def claude_code(
             config=None if config is None else str(_checked_config(config, agent)),
             db=None if db is None else str(db.expanduser().absolute()),
             agent=agent,
+            preset=_one_of("--preset", preset, ("openclaw", "early")),
+            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue")),
         )
         _check_runs(command)
     try:
@@ -264,6 +273,15 @@ def _default_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask
+
+
+def _one_of(flag: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
+    """``value`` when it is one of ``allowed`` (or None); anything else is a usage error."""
+    if value is not None and value not in allowed:
+        typer.echo(f"error: {flag}: must be one of {', '.join(allowed)} (got {value!r})",
+                   err=True)
+        raise typer.Exit(2)
+    return value
 
 
 def _error(message: str) -> NoReturn:

@@ -43,11 +43,13 @@ class SettingsError(ValueError):
 
 
 def hook_command(executable: Sequence[str], *, config: str | None = None,
-                 db: str | None = None, agent: str | None = None) -> str:
+                 db: str | None = None, agent: str | None = None,
+                 preset: str | None = None, exit_behavior: str | None = None) -> str:
     """The shell command of the hook entries: ``executable`` (its argv, e.g. the absolute path
     of the ``loopwarden`` script) running ``claude-hook`` with the options given, quoted."""
     argv = [*executable, _SUBCOMMAND]
-    for flag, value in (("--config", config), ("--db", db), ("--agent", agent)):
+    for flag, value in (("--config", config), ("--db", db), ("--agent", agent),
+                        ("--preset", preset), ("--exit-behavior", exit_behavior)):
         if value is not None:
             argv += [flag, value]
     return shlex.join(argv)
