@@ -75,7 +75,7 @@ def backups(path: Path) -> list[Path]:
 # -- the command line, on real files ----------------------------------------------------------
 
 
-def test_a_fresh_install_writes_the_four_hooks_with_an_absolute_command(tmp_path: Path) -> None:
+def test_a_fresh_install_writes_the_hooks_with_an_absolute_command(tmp_path: Path) -> None:
     result = run_cli(home=tmp_path)
     assert result.returncode == 0, result.stderr
     path = user_settings(tmp_path)
@@ -84,7 +84,7 @@ def test_a_fresh_install_writes_the_four_hooks_with_an_absolute_command(tmp_path
     commands = set()
     for event in HOOK_EVENTS:
         (group,) = settings["hooks"][event]
-        assert group.get("matcher") == (None if event == "PreCompact" else "*")
+        assert group.get("matcher") == (None if event in ("PreCompact", "PostToolBatch") else "*")
         (entry,) = group["hooks"]
         assert entry["type"] == "command"
         commands.add(entry["command"])

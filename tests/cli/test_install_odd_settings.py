@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_install_claude_code import backups, run_cli, user_settings
 
 pytestmark = pytest.mark.integration  # runs the command line (and the hook) as processes

@@ -191,16 +191,26 @@ def serve(argv: Sequence[str]) -> int:
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,
             exit_behavior: str, preset: str | None = None) -> None:
-    from ..integrations.claude_code_hook import HANDLED_EVENTS
+    from ..integrations.claude_code_hook import BATCH_EVENT, HANDLED_EVENTS
 
     payload = _read_payload()
-    if payload.get("hook_event_name") not in HANDLED_EVENTS:
+    event = payload.get("hook_event_name")
+    if event == BATCH_EVENT:  # the payload alone decides: no config, no database
+        output = _batch_stop(payload, exit_behavior)
+    elif event not in HANDLED_EVENTS:
         # Registered for an event loopwarden does not act on: answer at once, touch nothing.
         return
-    output = _handle(payload, db or default_db_path(), config, agent, exit_behavior, preset)
+    else:
+        output = _handle(payload, db or default_db_path(), config, agent, exit_behavior, preset)
     if output:
         sys.stdout.write(json.dumps(output) + "\n")
         sys.stdout.flush()
+
+
+def _batch_stop(payload: dict[str, Any], exit_behavior: str) -> dict[str, Any]:
+    from ..integrations.claude_code_hook import batch_stop_output, check_exit_behavior
+
+    return batch_stop_output(payload, exit_behavior=check_exit_behavior(exit_behavior))
 
 
 def _handle(

@@ -83,10 +83,19 @@ def claude_code(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the change as a unified diff; write nothing.",
     )] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Report which hook behaviours the installed Claude Code supports "
+        "(from `claude --version`) and whether the hooks are installed; change nothing. "
+        "Exit 1 when the release is unsupported or the hooks are missing.",
+    )] = False,
+    claude: Annotated[str | None, typer.Option(
+        "--claude", help="The claude executable --check asks (default: claude on PATH).",
+    )] = None,
 ) -> None:
     """Write the hooks that run `loopwarden claude-hook` into Claude Code's settings.json.
 
-    Events: PreToolUse, PostToolUse, PostToolUseFailure, PreCompact. Safe to run again.
+    Events: PreToolUse, PostToolUse, PostToolUseFailure, PostToolBatch, PreCompact. Safe to
+    run again. Needs Claude Code 2.1.197 or later (--check tells).
 
     loopwarden's entries (known by their command) are replaced, never duplicated; others stay.
 
@@ -94,6 +103,14 @@ def claude_code(
     """
     if user and project:
         _error("--user and --project exclude each other")
+    if check:
+        from .claude_check import check_report
+
+        paths = [_settings_path(project=project)] if user or project else [
+            _settings_path(project=False), _settings_path(project=True)]
+        code, report = check_report(claude, paths)
+        typer.echo(report)
+        raise typer.Exit(code)
     path = _settings_path(project=project)
     old_text, settings = _read_settings(path)
     command = None

@@ -20,7 +20,15 @@ The terminal stop (spec §f.1): the first critical of a run is denied and leaves
 recovery turn; a second critical in the same run is terminal. With ``exit_behavior="end"`` (the
 default) the terminal call is denied *and* Claude is stopped: ``continue: false`` with
 :data:`~loopwarden.guard.STOP_MESSAGE` as ``stopReason`` (shown to the user; Claude Code ends
-the turn after the hooks ran, whatever the model wanted next). ``"error"`` answers the same way:
+the turn after the hooks ran, whatever the model wanted next). Releases before 2.1.198 or so
+(2.1.197, the newest npm installs on Node 20) ignore ``continue: false`` in an answer that
+also denies, and ``continue: false`` alone would let the call run; so the stop is said a second
+time on ``PostToolBatch``, which every release with hooks for it sends once a batch of calls is
+settled, before the model is asked again: a batch holding a call this hook ended the run on
+(its result is the terminal denial, which ends with
+:data:`~loopwarden.guard.TERMINAL_TEXT`) is answered with ``continue: false``
+(:func:`batch_stop_output`). Nothing runs in between, so no blocked call is executed on either
+release. ``"error"`` answers the same way:
 a hook cannot raise into the host (the Agent SDK turns a raising callback into a failed hook,
 which Claude Code counts as no decision — the call would run), so stopping Claude with the stop
 message is the error the host sees. ``"continue"`` only denies, as before.
@@ -35,6 +43,7 @@ from typing import Any, Literal, cast, get_args
 from ..base.errors import LoopwardenError
 from ..guard import (
     STOP_MESSAGE,
+    TERMINAL_SIBLING_TEXT,
     TERMINAL_TEXT,
     CompactionLoopPersistedError,
     LoopGuard,
@@ -42,11 +51,13 @@ from ..guard import (
 )
 
 __all__ = [
+    "BATCH_EVENT",
     "EXIT_BEHAVIORS",
     "HANDLED_EVENTS",
     "ClaudeCodeHook",
     "ExitBehavior",
     "HookPayloadError",
+    "batch_stop_output",
     "check_exit_behavior",
     "compaction_stop_output",
     "context_output",
@@ -55,7 +66,11 @@ __all__ = [
 ]
 
 HANDLED_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact")
-"""The hook events loopwarden acts on; every other event gets an empty answer."""
+"""The hook events the guard acts on; every other event gets an empty answer."""
+
+BATCH_EVENT = "PostToolBatch"
+"""The event that repeats the terminal stop for releases that ignore ``continue: false`` on a
+denied call (see the module docstring); it reads only the payload, never the guard."""
 
 Output = dict[str, Any]
 
@@ -98,6 +113,8 @@ class ClaudeCodeHook:
     def handle(self, payload: Mapping[str, Any]) -> Output:
         """The hook output for ``payload`` (``{}`` for an event loopwarden does not handle);
         raises :class:`HookPayloadError` for a payload it cannot read."""
+        if isinstance(payload, Mapping) and payload.get("hook_event_name") == BATCH_EVENT:
+            return batch_stop_output(payload, exit_behavior=self.exit_behavior)
         plan = self._plan(payload)
         if plan is None:
             return {}
@@ -108,6 +125,8 @@ class ClaudeCodeHook:
 
     async def ahandle(self, payload: Mapping[str, Any]) -> Output:
         """Like :meth:`handle`, without blocking the event loop."""
+        if isinstance(payload, Mapping) and payload.get("hook_event_name") == BATCH_EVENT:
+            return batch_stop_output(payload, exit_behavior=self.exit_behavior)
         plan = self._plan(payload)
         if plan is None:
             return {}
@@ -137,12 +156,28 @@ class ClaudeCodeHook:
             ending = self.exit_behavior
             return _GuardCall(g.before_tool_call, g.abefore_tool_call, call,
                               lambda v: pre_tool_use_output(v, exit_behavior=ending))
-        if event == "PostToolUse":
-            call["result"] = payload.get("tool_response")
+        response = payload.get("tool_response")
+        failure = _failure_text(response) if event == "PostToolUse" else None
+        if event == "PostToolUse" and failure is None:
+            call["result"] = response
         else:
-            call["error"] = payload.get("error") or "tool failed"
+            call["error"] = failure or payload.get("error") or "tool failed"
         return _GuardCall(g.after_tool_call, g.aafter_tool_call, call,
                           lambda v: context_output(event, v.note))
+
+
+def batch_stop_output(payload: Mapping[str, Any], *,
+                      exit_behavior: ExitBehavior = "end") -> Output:
+    """Stop Claude when the settled batch holds a call this hook denied as terminal (its result
+    ends with the terminal text); ``{}`` otherwise, and always with ``exit_behavior="continue"``."""
+    calls = payload.get("tool_calls")
+    if exit_behavior == "continue" or not isinstance(calls, list):
+        return {}
+    for call in calls:
+        response = call.get("tool_response") if isinstance(call, Mapping) else None
+        if _text_of(response).rstrip().endswith(_TERMINAL_ENDINGS):
+            return {"continue": False, "stopReason": STOP_MESSAGE}
+    return {}
 
 
 def run_id_of(payload: Mapping[str, Any]) -> str | None:
@@ -197,6 +232,31 @@ def compaction_stop_output(error: CompactionLoopPersistedError) -> Output:
     """Stop Claude: the loop survived compaction, the run must end (spec §g)."""
     message = str(error)
     return {"continue": False, "stopReason": message, "systemMessage": f"loopwarden: {message}"}
+
+
+_TERMINAL_ENDINGS = (TERMINAL_TEXT, TERMINAL_SIBLING_TEXT)
+
+
+def _text_of(value: object) -> str:
+    """The text of a tool result: a string, or the text blocks of a content list."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        value = value.get("content")
+    if isinstance(value, list):
+        return "\n".join(block["text"] for block in value
+                         if isinstance(block, Mapping) and isinstance(block.get("text"), str))
+    return ""
+
+
+def _failure_text(response: object) -> str | None:
+    """The error of a failed call reported through ``PostToolUse`` (releases without
+    ``PostToolUseFailure``, and MCP results): a result marked ``is_error`` / ``isError``."""
+    if not isinstance(response, Mapping):
+        return None
+    if response.get("is_error") is not True and response.get("isError") is not True:
+        return None
+    return _text_of(response) or str(response.get("error") or "") or "tool failed"
 
 
 def _headline(verdict: Verdict) -> str:

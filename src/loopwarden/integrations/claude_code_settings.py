@@ -7,7 +7,9 @@ Claude Code's shape::
                                                            "command": "..."}]}]}}
 
 The three tool events take a tool-name matcher (``"*"``: every tool); ``PreCompact``'s matcher
-is the trigger (``manual``/``auto``), left out so both arm the post-compaction guard.
+is the trigger (``manual``/``auto``), left out so both arm the post-compaction guard;
+``PostToolBatch`` (the terminal stop repeated for releases that ignore it on a denied call) has
+none.
 
 loopwarden's entries are recognised by their command (a ``loopwarden`` executable or
 ``python -m loopwarden`` running ``claude-hook``), never by position, so installing again with
@@ -32,7 +34,7 @@ __all__ = [
     "uninstall",
 ]
 
-HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact")
+HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _SUBCOMMAND = "claude-hook"
 _MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden.cli._entry"})

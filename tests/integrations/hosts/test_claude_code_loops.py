@@ -1,0 +1,113 @@
+"""The real Claude Code binaries, both releases, with ``loopwarden install claude-code --user``
+in a fresh HOME and an insistent scripted model: every loop shape is stopped with at most 25
+executions and the run ends; a healthy run is never denied.
+
+Each test prints its run record (executions, the call whose result first carried the
+warning, the first denial, whether the run ended): ``pytest -s`` shows them.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from claude_code import RunRecord, bash, claude_binary, run_claude
+
+pytestmark = pytest.mark.integration
+
+RELEASES = ["current", "2.1.197"]
+MAX_EXECUTIONS = 25
+HERE = Path(__file__).resolve().parent
+
+
+def _stopped(record: RunRecord) -> None:
+    print(record)
+    assert record.executions <= MAX_EXECUTIONS, record
+    assert record.denied_at is not None, record
+    assert record.ended, record
+
+
+def _mcp_config(work: Path) -> dict[str, object]:
+    proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", sys.executable,
+             str(HERE / "mcp_counter_server.py")]
+    return {"mcpServers": {"jobs": {"command": proxy[0], "args": proxy[1:],
+                                    "env": {"CALLS_LOG": str(work / "calls.log"),
+                                            "LOOPWARDEN_HOOK_SERVER": "0"}}}}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_identical_call_is_stopped_and_the_run_ends(release: str, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    record = run_claude(claude_binary(release), tmp_path, lambda n: bash(work, "echo hi"))
+    _stopped(record)
+    assert record.warned_at is not None and record.warned_at < record.denied_at  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_b_ping_pong_is_stopped_and_the_run_ends(release: str, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    record = run_claude(claude_binary(release), tmp_path,
+                        lambda n: bash(work, "echo A" if n % 2 else "echo B"))
+    _stopped(record)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_three_step_cycle_over_two_tools_is_stopped_and_the_run_ends(release: str,
+                                                                      tmp_path: Path) -> None:
+    # loopwarden's cycles span at least two tools (one tool's changing commands are progress):
+    # Bash, the MCP poll, Bash again, over and over.
+    pytest.importorskip("mcp")
+    work = tmp_path / "work"
+    steps = [bash(work, "echo A"), ("mcp__jobs__check_job", {"job_id": "42"}),
+             bash(work, "echo C")]
+    record = run_claude(claude_binary(release), tmp_path, lambda n: steps[n % 3],
+                        mcp_config=_mcp_config(work))
+    _stopped(record)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_same_failure_with_a_fresh_argument_is_stopped(release: str, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    record = run_claude(claude_binary(release), tmp_path,
+                        lambda n: bash(work, f"cat missing-{n}.txt"))
+    if record.denied_at is None:
+        pytest.xfail("the same failure with a fresh argument needs failure identity (the "
+                     f"detectors work), not on this branch yet: {record}")
+    _stopped(record)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_healthy_run_with_changing_output_is_never_denied(release: str, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    count = shlex.quote(str(work / "calls.log"))
+    record = run_claude(claude_binary(release), tmp_path,
+                        lambda n: bash(work, f"wc -l < {count}") if n <= 30 else None)
+    print(record)
+    assert record.denials == 0, record
+    assert (record.issued, record.executions, record.ended) == (30, 30, False), record
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_mcp_tool_through_the_proxy_is_stopped_and_the_run_ends(release: str,
+                                                                 tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    work = tmp_path / "work"
+    record = run_claude(claude_binary(release), tmp_path,
+                        lambda n: ("mcp__jobs__check_job", {"job_id": "42"}),
+                        mcp_config=_mcp_config(work))
+    _stopped(record)
+
+
+def test_mcp_proxy_alone_blocks_every_call_past_the_critical(tmp_path: Path) -> None:
+    """Without the hooks, the proxy is the guard: it cannot end Claude Code's run, so it
+    answers every call past the critical with the block as the tool's error."""
+    pytest.importorskip("mcp")
+    work = tmp_path / "work"
+    record = run_claude(claude_binary("current"), tmp_path,
+                        lambda n: ("mcp__jobs__check_job", {"job_id": "42"}) if n <= 30 else None,
+                        hooks=False, mcp_config=_mcp_config(work))
+    print(record)
+    assert record.executions <= MAX_EXECUTIONS, record
+    assert record.denials == record.issued - record.executions, record

@@ -1,0 +1,126 @@
+"""What the Claude Code hook answers for each release's shapes (payloads as the real binaries
+send them, captured from 2.1.197 and 2.1.332), and ``install claude-code --check``."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwarden import LoopDetectionConfig, LoopGuard
+from loopwarden.guard import STOP_MESSAGE, TERMINAL_TEXT
+from loopwarden.integrations.claude_code_hook import ClaudeCodeHook, batch_stop_output, run_id_of
+from loopwarden.integrations.claude_code_settings import HOOK_EVENTS, install
+
+BASE = {"session_id": "s1", "prompt_id": "p1", "cwd": "/w", "permission_mode": "bypassPermissions"}
+
+
+def _batch(response: Any) -> dict[str, Any]:
+    return {**BASE, "hook_event_name": "PostToolBatch", "tool_calls": [
+        {"tool_name": "Bash", "tool_input": {"command": "echo hi"}, "tool_use_id": "t1",
+         "tool_response": response}]}
+
+
+def test_a_batch_holding_the_terminal_denial_ends_the_run() -> None:
+    # 2.1.197 ignores continue:false on the denied call; the batch answer ends its run.
+    denied = f"CRITICAL: Called Bash with identical outcomes 20 times.\n\n{TERMINAL_TEXT}"
+    assert batch_stop_output(_batch(denied)) == {"continue": False, "stopReason": STOP_MESSAGE}
+    # As the current release words it, with its own prefix:
+    assert batch_stop_output(_batch(f"PreToolUse:Bash hook error: {denied}"))["continue"] is False
+
+
+def test_other_batches_and_continue_behaviour_say_nothing() -> None:
+    assert batch_stop_output(_batch("hi")) == {}
+    assert batch_stop_output(_batch(f"{TERMINAL_TEXT} and then more output")) == {}
+    assert batch_stop_output(_batch(TERMINAL_TEXT), exit_behavior="continue") == {}
+    assert batch_stop_output({**BASE, "hook_event_name": "PostToolBatch"}) == {}
+
+
+def test_the_hook_repeats_the_stop_on_the_batch_after_a_terminal_denial() -> None:
+    hook = ClaudeCodeHook(LoopGuard(LoopDetectionConfig(enabled=True)))
+    answers = []
+    for n in range(1, 23):
+        pre = {**BASE, "hook_event_name": "PreToolUse", "tool_name": "Bash",
+               "tool_input": {"command": "echo hi"}, "tool_use_id": f"t{n}"}
+        answer = hook.handle(pre)
+        reason = answer.get("hookSpecificOutput", {}).get("permissionDecisionReason")
+        if reason is None:
+            hook.handle({**pre, "hook_event_name": "PostToolUse",
+                         "tool_response": {"stdout": "hi", "stderr": ""}})
+        answers.append(hook.handle(_batch(reason or "hi")))
+    assert answers[:21] == [{}] * 21  # the first critical (21) leaves a recovery turn
+    assert answers[21] == {"continue": False, "stopReason": STOP_MESSAGE}
+
+
+def test_a_post_tool_use_result_marked_as_error_is_a_failure() -> None:
+    def recorded(post: dict[str, Any]) -> dict[str, Any]:
+        guard = LoopGuard(LoopDetectionConfig(enabled=True))
+        hook = ClaudeCodeHook(guard)
+        call = {**BASE, "tool_name": "mcp__jobs__run", "tool_input": {"n": 1},
+                "tool_use_id": "t1"}
+        hook.handle({**call, "hook_event_name": "PreToolUse"})
+        hook.handle({**call, **post})
+        (record,) = guard.history("s1")
+        return {key: value for key, value in record.to_dict().items() if key != "timestamp"}
+
+    as_failure = recorded({"hook_event_name": "PostToolUseFailure", "error": "job store is down"})
+    as_error_result = recorded({"hook_event_name": "PostToolUse", "tool_response": {
+        "isError": True, "content": [{"type": "text", "text": "job store is down"}]}})
+    assert as_failure["outcome_kind"] != "success"
+    assert as_error_result == as_failure
+
+
+def test_sub_agent_calls_are_their_own_run() -> None:
+    assert run_id_of(BASE) == "p1"
+    assert run_id_of({**BASE, "agent_id": "a7"}) == "p1/agent:a7"
+    assert run_id_of({**BASE, "agent_id": "a7"}) != run_id_of({**BASE, "agent_id": "a8"})
+
+
+def test_the_installer_registers_the_batch_event_without_a_matcher() -> None:
+    assert "PostToolBatch" in HOOK_EVENTS
+    settings = install({}, "/bin/loopwarden claude-hook")
+    (group,) = settings["hooks"]["PostToolBatch"]
+    assert "matcher" not in group
+
+
+def _fake_claude(tmp_path: Path, version: str) -> Path:
+    """A stand-in `claude` that prints a version, as the real one does (no host needed)."""
+    script = tmp_path / "claude"
+    script.write_text(f"#!/bin/sh\necho '{version} (Claude Code)'\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def _check(tmp_path: Path, version: str, *install_first: bool) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(tmp_path)}
+    if install_first:
+        subprocess.run([sys.executable, "-m", "loopwarden", "install", "claude-code", "--user"],
+                       env=env, capture_output=True, check=True, cwd=tmp_path)
+    return subprocess.run([sys.executable, "-m", "loopwarden", "install", "claude-code",
+                           "--check", "--user", "--claude", str(_fake_claude(tmp_path, version))],
+                          env=env, capture_output=True, text=True, check=False, cwd=tmp_path)
+
+
+@pytest.mark.integration
+def test_check_reports_what_each_release_supports(tmp_path: Path) -> None:
+    old = _check(tmp_path, "2.1.197", True)
+    assert old.returncode == 0, old.stdout + old.stderr
+    assert "Claude Code 2.1.197" in old.stdout and "supported" in old.stdout
+    assert "[no ] end the run on the denied call" in old.stdout
+    assert "[yes] end the run after the batch (PostToolBatch)" in old.stdout
+    current = _check(tmp_path, "2.1.332")
+    assert "[yes] end the run on the denied call" in current.stdout
+    assert "hooks in" in current.stdout and "all events" in current.stdout
+
+
+@pytest.mark.integration
+def test_check_fails_for_an_unsupported_release_or_missing_hooks(tmp_path: Path) -> None:
+    too_old = _check(tmp_path, "1.0.40", True)
+    assert too_old.returncode == 1 and "older than the minimum 2.1.197" in too_old.stdout
+    missing = _check(tmp_path / "x" if (tmp_path / "x").mkdir() is None else tmp_path, "2.1.332")
+    assert missing.returncode == 1 and "not installed" in missing.stdout
