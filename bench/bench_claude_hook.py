@@ -13,7 +13,7 @@ loops and the state grows as in an ordinary session.
     python bench/bench_claude_hook.py [--runs 30] [--command "loopwarden"]
 
 ``--command`` defaults to what the installed ``loopwarden`` console script runs, with this
-interpreter (``python -c "...loopwarden._entry.main()"``); the script itself can be named, or
+interpreter (``python -c "...loopwarden.cli._entry.main()"``); the script itself can be named, or
 an older entry point (``"python -m loopwarden.cli"``) to compare.
 """
 

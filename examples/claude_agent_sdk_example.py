@@ -1,6 +1,7 @@
 """loopwarden + the Claude Agent SDK, without an LLM or the Claude Code CLI: a scripted stand-in
-for Claude Code keeps polling the same job; loopwarden's hooks warn Claude at the 11th call and
-deny the call from the 21st.
+for Claude Code keeps polling the same job; loopwarden's hooks warn Claude at the 11th call,
+deny the 21st (Claude's one recovery turn) and end the run at the 22nd (``exit_behavior="end"``,
+the default: the hook answers ``continue: false`` with a stop reason, as Claude Code obeys).
 
 Run: python examples/claude_agent_sdk_example.py   (needs: pip install ".[claude]" from a clone)
 
@@ -35,7 +36,8 @@ def job_status() -> list[dict[str, Any]]:
 
 
 class FakeClaudeCode(Transport):
-    """Claude Code stuck in a polling loop: 25 identical tool calls in one prompt."""
+    """Claude Code stuck in a polling loop: up to 25 identical tool calls in one prompt. Like
+    the CLI, it obeys a hook's ``continue: false``: it stops and reports the stop reason."""
 
     def __init__(self) -> None:
         self.out, self.inbox = anyio.create_memory_object_stream[dict[str, Any]](100)
@@ -69,12 +71,18 @@ class FakeClaudeCode(Transport):
         await self.out.send({"type": "control_request", "request_id": request_id, "request": {
             "subtype": "hook_callback", "callback_id": callback_id,
             "input": {**payload, "hook_event_name": event}}})
-        return (await self.answers[request_id]).get("hookSpecificOutput", {})
+        return await self.answers[request_id]
 
     async def work(self) -> None:
+        result, turns = "Giving up.", 25
         for n in range(1, 26):
             call = {**IDS, **POLL, "tool_use_id": f"toolu_{n:02d}"}
-            pre = await self.hook("PreToolUse", call)
+            answer = await self.hook("PreToolUse", call)
+            pre = answer.get("hookSpecificOutput", {})
+            if answer.get("continue") is False:  # the hook stops Claude: no more turns
+                print(f"call {n:2}: STOPPED -> the user sees: {answer.get('stopReason')!r}")
+                result, turns = answer.get("stopReason", ""), n
+                break
             if pre.get("permissionDecision") == "deny":
                 print(f"call {n:2}: DENIED -> Claude sees: {pre['permissionDecisionReason']!r}")
                 continue
@@ -82,8 +90,8 @@ class FakeClaudeCode(Transport):
                 print(f"call {n:2}: WARNED -> Claude sees: {pre['additionalContext']!r}")
             await self.hook("PostToolUse", {**call, "tool_response": job_status()})
         await self.out.send({"type": "result", "subtype": "success", "duration_ms": 0,
-                             "duration_api_ms": 0, "is_error": False, "num_turns": 25,
-                             "session_id": IDS["session_id"], "result": "Giving up."})
+                             "duration_api_ms": 0, "is_error": False, "num_turns": turns,
+                             "session_id": IDS["session_id"], "result": result})
         self.out.close()
 
 
@@ -93,7 +101,8 @@ async def main() -> None:
     async for message in query(prompt="Wait until build-7 is done.", options=options,
                                transport=FakeClaudeCode()):
         if isinstance(message, ResultMessage):
-            print(f"the tool really ran {runs} times for 25 calls; final answer: {message.result!r}")
+            print(f"the tool really ran {runs} times in {message.num_turns} calls; "
+                  f"final answer: {message.result!r}")
 
 
 if __name__ == "__main__":

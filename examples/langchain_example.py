@@ -1,5 +1,6 @@
 """loopwarden + LangChain v1 ``create_agent``, without an LLM: a scripted model keeps asking for
-the same status check; loopwarden warns the model at the 11th call and blocks from the 21st.
+the same status check; loopwarden warns the model at the 11th call, blocks the 21st (the
+model's one recovery turn) and ends the run at the 22nd (``exit_behavior="end"``, the default).
 
 Run: python examples/langchain_example.py   (needs: pip install ".[langchain]" from a clone)
 """
@@ -58,11 +59,13 @@ def main() -> None:
                        {"configurable": {"thread_id": "demo"}, "recursion_limit": 100})
     results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     for n, message in enumerate(results, start=1):
-        if "[System note" in message.text:
+        if "This run is stopping now." in message.text:
+            print(f"call {n:2}: STOPPED -> model sees: {message.text[:90]!r}...")
+        elif "[System note" in message.text:
             print(f"call {n:2}: WARNED  -> model sees: {message.text!r}")
         elif message.status == "error":
             print(f"call {n:2}: BLOCKED -> model sees: {message.text[:90]!r}...")
-    print(f"the tool really ran {runs} times for {len(results)} calls; "
+    print(f"the tool really ran {runs} times in {len(results)} calls; "
           f"final answer: {out['messages'][-1].text!r}")
 
 

@@ -1,6 +1,7 @@
 """loopwarden + the OpenAI Agents SDK, without an LLM or network: the SDK's ``ScriptedModel``
-keeps asking for the same status check; loopwarden warns the model at the 11th call and rejects
-the call from the 21st on.
+keeps asking for the same status check; loopwarden warns the model at the 11th call, rejects
+the 21st (the model's one recovery turn) and ends the run at the 22nd (``exit_behavior="end"``,
+the default).
 
 Run: python examples/openai_agents_example.py   (needs: pip install ".[openai-agents]" from a clone)
 """
@@ -13,6 +14,7 @@ from agents import Agent, RunConfig, Runner, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from loopwarden import LoopDetectionConfig, LoopGuard
+from loopwarden.guard import STOP_MESSAGE
 from loopwarden.integrations.openai_agents import loop_guardrails
 
 runs = 0
@@ -43,7 +45,9 @@ async def main() -> None:
             print(f"call {n:2}: WARNED  -> model sees: {output!r}")
         elif output.startswith("CRITICAL"):
             print(f"call {n:2}: BLOCKED -> model sees: {output[:90]!r}...")
-    print(f"the tool really ran {runs} times for {len(steps)} calls; "
+    if result.final_output == STOP_MESSAGE:  # the model asked for one more call: the stop
+        print(f"call {len(model.calls):2}: STOPPED -> the run ends: {result.final_output[:60]!r}...")
+    print(f"the tool really ran {runs} times in {len(model.calls)} calls; "
           f"final answer: {result.final_output!r}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,11 +22,21 @@ def test_example_runs_and_stops_the_loop(script: str) -> None:
     assert "20 times" in done.stdout  # every example's tool runs 20 times, then is blocked
 
 
-def test_demo_warns_then_blocks() -> None:
-    done = subprocess.run([sys.executable, "-m", "loopwarden"], capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0
-    lines = done.stdout.splitlines()
-    assert lines[10].startswith("call 11: warned") and "[System note: Tool-loop warning" in lines[10]
-    assert lines[20].startswith("call 21: BLOCKED  CRITICAL")
-    assert "The tool ran 20 times" in done.stdout
+# What each example's docstring promises, in the lines it prints: warned at call 11, blocked at
+# 21, and, in every door that can end a run, stopped at 22 with nothing after it.
+STOPPING = ["claude_agent_sdk_example.py", "langchain_example.py", "openai_agents_example.py"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("script", STOPPING)
+def test_example_stops_the_run_where_its_comment_says(script: str) -> None:
+    doc = " ".join((EXAMPLES / script).read_text().split('"""')[1].split())
+    assert re.search(r"11th call.*21st.*ends? the run at the 22nd", doc), doc
+    done = subprocess.run([sys.executable, str(EXAMPLES / script)], capture_output=True,
+                          text=True, timeout=120, cwd=EXAMPLES.parent)
+    assert done.returncode == 0, done.stderr
+    steps = re.findall(r"^call +(\d+): (\w+)", done.stdout, re.M)
+    blocked = "DENIED" if "claude" in script else "BLOCKED"
+    assert steps == [("11", "WARNED"), ("21", blocked), ("22", "STOPPED")], done.stdout
+    assert "ran 20 times in 22 calls" in done.stdout
+    assert "loopwarden stopped this run" in done.stdout

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loopwarden.stores.sqlite import SQLiteStore
 
 from loopwarden.cli import _resident
+from loopwarden.guard.stores.sqlite import SQLiteStore
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Unix sockets, /proc")]

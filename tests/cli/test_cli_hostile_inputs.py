@@ -361,14 +361,14 @@ def test_ctrl_c_exits_130_not_1() -> None:
 
 
 def test_claude_hook_crashes_stay_non_blocking() -> None:
-    from loopwarden.cli.application import _guarded
+    from loopwarden.cli.application import crash_guarded
 
     def hook() -> None:
         raise RuntimeError("boom")
 
     app = typer.Typer()
-    app.command("claude-hook")(_guarded(hook, "claude-hook"))
-    app.command("scan")(_guarded(hook, "scan"))
+    app.command("claude-hook")(crash_guarded(hook, "claude-hook"))
+    app.command("scan")(crash_guarded(hook, "scan"))
     runner = CliRunner()
     assert runner.invoke(app, ["claude-hook"]).exit_code == 1  # 2 would block the tool call
     assert runner.invoke(app, ["scan"]).exit_code == 2

@@ -74,3 +74,15 @@ def test_claude_hook_preset_early_blocks_sooner_than_the_default(tmp_path: Path)
 
     early, default = first_deny("--preset", "early"), first_deny()
     assert early is not None and (default is None or early < default)
+
+
+@pytest.mark.parametrize(("host", "settings"), [("codex", ".codex/hooks.json"),
+                                                ("gemini-cli", ".gemini/settings.json")])
+def test_every_install_command_takes_preset_and_exit_behavior(
+    tmp_path: Path, host: str, settings: str,
+) -> None:
+    done = _loopwarden(tmp_path, "install", host, "--project", "--preset", "early",
+                       "--exit-behavior", "error")
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / settings).read_text()
+    assert "--preset early" in text and "--exit-behavior error" in text

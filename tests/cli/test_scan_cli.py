@@ -114,7 +114,9 @@ def test_table_lists_each_file_with_first_warning_and_block() -> None:
                  "unknown-tool.openai.json"):
         assert name in out
     poll_row = next(line for line in out.splitlines() if "poll-loop" in line)
-    assert "#12" in poll_row and "#22" in poll_row and "known_poll_no_progress" in poll_row
+    # Call numbers count from 1: warned at the 13th call, blocked at the 23rd, stopped at 24.
+    assert "#13" in poll_row and "#23" in poll_row and "#24" in poll_row
+    assert "known_poll_no_progress" in poll_row
     assert "4 transcripts" in out
 
 

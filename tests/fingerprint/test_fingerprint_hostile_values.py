@@ -79,7 +79,7 @@ for _ in range(5000):
     xl = [xl]
 from loopwarden import args_hash, canonical_json, outcome_of
 from loopwarden.fingerprint import digest, error_text
-from loopwarden.guard.learning import leaves_of
+from loopwarden.fingerprint.leaves import leaves_of
 from loopwarden.fingerprint.volatile import mask_value
 value, listed = {shape}, {as_lists}  # the same data, built from lists
 assert canonical_json(value) == canonical_json(listed)
@@ -215,7 +215,7 @@ class Countless(set):
 def test_values_that_make_up_children_forever_stop_at_the_node_budget(make: str) -> None:
     out = _child(_ENDLESS + f"""
 from loopwarden import LoopDetectionConfig, LoopGuard, args_hash, canonical_json, outcome_of
-from loopwarden.guard.learning import leaves_of
+from loopwarden.fingerprint.leaves import leaves_of
 from loopwarden.fingerprint.volatile import mask_value
 value = {make}
 data = canonical_json(value)
@@ -296,7 +296,7 @@ def test_values_whose_methods_raise_hash_deterministically_and_never_raise() -> 
     out = _child(_EVIL + """
 from loopwarden import LoopDetectionConfig, LoopGuard, args_hash, canonical_json, outcome_of
 from loopwarden.fingerprint import digest, error_text
-from loopwarden.guard.learning import leaves_of
+from loopwarden.fingerprint.leaves import leaves_of
 from loopwarden.fingerprint.volatile import mask_value
 def values():
     return [Nameless(), Evil(), EvilStr("text"), EvilDict(a=Evil()), EvilList([1, Evil()]),
@@ -336,7 +336,7 @@ _PROPERTIES = _EVIL + """
 from hypothesis import HealthCheck, given, settings, strategies as st
 from loopwarden import args_hash, canonical_json, outcome_of
 from loopwarden.fingerprint import digest
-from loopwarden.guard.learning import leaves_of
+from loopwarden.fingerprint.leaves import leaves_of
 from loopwarden.fingerprint.volatile import mask_value
 
 leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),

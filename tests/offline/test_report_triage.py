@@ -248,18 +248,19 @@ def test_timelines_only_for_transcripts_with_findings(triage_html: str) -> None:
 def test_each_loop_shows_its_first_warning_block_calls_and_messages(triage_html: str) -> None:
     page = _parse(triage_html)
     loop_headings = [text for tag, text in page.headings if tag == "h4"]
-    assert loop_headings[0].startswith("Loop 1: known_poll_no_progress on process, calls 15–44")
-    assert loop_headings[1].startswith("Loop 2: generic_repeat on read, calls 13–14")
-    # A poll without progress: warned at its 10th repeat (call 15), blocked at its 20th.
-    assert "First warning at call #15 (repeat count 10)" in triage_html
-    assert "First block at call #25 (repeat count 20), then 19 more blocks" in triage_html
+    assert loop_headings[0].startswith("Loop 1: known_poll_no_progress on process, calls 16–45")
+    assert loop_headings[1].startswith("Loop 2: generic_repeat on read, calls 14–15")
+    # A poll without progress: warned at its 10th repeat (call 16, counted from 1), blocked
+    # at its 20th.
+    assert "First warning at call #16 (repeat count 10)" in triage_html
+    assert "First block at call #26 (repeat count 20), then 19 more blocks" in triage_html
     assert "What loopwarden would have told the model" in triage_html
     assert html_lib.escape("WARNING: You have called process 10 times with identical "
                            "arguments") in triage_html
     assert "CRITICAL: Called process with identical" in triage_html
     calls = next(t for t in page.tables if "calls" in t["class"].split())
     (row,) = calls["rows"][1:]
-    assert "×30, first at #15" in row  # one argument set, used by all 30 calls of the loop
+    assert "×30, first at #16" in row  # one argument set, used by all 30 calls of the loop
     assert '"action":"poll"' in row and MASK in row
     assert "&lt;status&gt;running&lt;/status&gt;" in triage_html  # the result excerpt
     assert "more characters" in row  # the long result is cut
@@ -407,7 +408,7 @@ def test_a_long_transcript_is_windowed_around_its_loop(tmp_path: Path) -> None:
     figure = timeline_figure(scan)
     low, high = figure.axes[0].get_xlim()
     assert low >= view.start - 5 and high <= view.end + 5
-    assert f"calls {view.start}–{view.end} of 1000" in figure.axes[0].get_title(loc="left")
+    assert f"calls {view.start + 1}–{view.end + 1} of 1000" in figure.axes[0].get_title(loc="left")
 
 
 def test_a_long_loop_is_binned_so_markers_stay_legible(tmp_path: Path) -> None:
@@ -424,7 +425,7 @@ def test_a_long_loop_is_binned_so_markers_stay_legible(tmp_path: Path) -> None:
     labels = [t.get_text() for t in axes.texts]
     warn, block = scan.first("warn"), scan.first("block")
     assert warn is not None and block is not None
-    assert labels == [f"warn #{warn.index}", f"block #{block.index}"]
+    assert labels == [f"warn #{warn.call_number}", f"block #{block.call_number}"]
 
 
 def _inside(inner: Any, outer: Any) -> bool:

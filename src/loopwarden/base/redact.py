@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MASK", "mask_secrets"]
+__all__ = ["mask_secrets"]
 
 #: What a masked value becomes (the corpus' marker, so masked corpus text reads the same).
 MASK = "[REDACTED-SECRET]"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LOG_NAME_LIMIT", "content_text", "log_repr", "log_text", "optional_id", "text_id"]
+__all__ = ["content_text", "log_repr", "log_text", "optional_id", "text_id"]
 
 #: A tool name or id in a log line is cut after this many characters (a name is the model's
 #: text, and may be anything).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MISSING", "Missing", "ToolCall"]
+__all__ = ["MISSING", "ToolCall"]
 
 
 class Missing:

@@ -4,7 +4,11 @@ with, the paths they check, and their ``note:`` and ``error:`` lines on stderr."
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,7 +19,8 @@ from rich.text import Text
 from ..config import LoopDetectionConfig, load_config
 from ..offline.report._text import printable
 
-__all__ = ["check_paths_exist", "fail", "note", "resolve_config", "stderr"]
+#: The path argument that means "standard input", in every command that reads a file.
+STDIN = "-"
 
 
 def resolve_config(config_path: Path | None = None, agent: str | None = None,
@@ -46,9 +51,35 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+@contextmanager
+def stdin_copy(paths: Sequence[Path]) -> Iterator[Path | None]:
+    """Standard input copied to a temporary file when ``-`` is an argument: the readers and
+    the format sniffer take files, and a pipe can be read only once."""
+    if not any(str(path) == STDIN for path in paths):
+        yield None
+        return
+    handle, name = tempfile.mkstemp(prefix="loopwarden-stdin-")
+    try:
+        with os.fdopen(handle, "wb") as copy:
+            if sys.stdin is not None:
+                shutil.copyfileobj(sys.stdin.buffer, copy)
+        yield Path(name)
+    finally:
+        os.unlink(name)
+
+
+def read_stdin() -> str:
+    """Standard input as text (``-`` as a file argument); invalid UTF-8 is an input error."""
+    try:
+        return sys.stdin.buffer.read().decode("utf-8") if sys.stdin is not None else ""
+    except UnicodeDecodeError as exc:
+        fail(f"<stdin>: not UTF-8 text ({exc})")
+
+
 def check_paths_exist(paths: Sequence[Path]) -> None:
-    """Exit 2 naming every path that does not exist: a typo must not pass as "no loops"."""
-    missing = [path for path in paths if _missing(path.expanduser())]
+    """Exit 2 naming every path that does not exist: a typo must not pass as "no loops".
+    ``-`` (standard input) always exists."""
+    missing = [path for path in paths if str(path) != STDIN and _missing(path.expanduser())]
     if missing:
         names = ", ".join(str(path) for path in missing)
         fail(f"no such file or folder: {names}")

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
+# The hook commands of the other coding-agent hosts: `claude-hook --host HOST`.
+_HOST_HOOKS = {"codex-hook": "codex", "gemini-hook": "gemini-cli"}
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``loopwarden ARGS`` (``argv`` defaults to ``sys.argv[1:]``); returns the exit code."""
@@ -30,6 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: list[str]) -> int:
     if args[:1] == ["claude-hook"]:
         return _claude_hook(args[1:])
+    host = _HOST_HOOKS.get(args[0]) if args else None
+    if host is not None:  # the same hook, in another host's dialect
+        return _claude_hook(["--host", host, *args[1:]])
     from . import main as cli_main
 
     # The app reads sys.argv itself; make it hold the arguments given here.

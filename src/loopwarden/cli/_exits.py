@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # (typing not imported: see loopwarden/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["BROKEN_PIPE_EXIT_CODE", "crash_message", "quiet_on_broken_pipe", "silence_stdout"]
+__all__ = ["quiet_on_broken_pipe"]
 
 BROKEN_PIPE_EXIT_CODE = 141
 
@@ -35,6 +35,21 @@ def quiet_on_broken_pipe(run: Callable[[], int | None]) -> int:
     except BrokenPipeError:
         silence_stdout()
         return BROKEN_PIPE_EXIT_CODE
+
+
+# One write at a time: Python's buffered stdout reports a closed pipe only when a write fails
+# before any byte of it went out, so one big write (a 500 KB --json document into `| head`)
+# loses its tail in silence and the command would exit 0.
+_CHUNK = 64 * 1024
+
+
+def write_out(text: str) -> None:
+    """Print ``text`` and a newline on stdout, in pieces, so that a reader that went away
+    (``| head``) raises :class:`BrokenPipeError` (exit 141) instead of passing unnoticed."""
+    text += "\n"
+    for start in range(0, len(text), _CHUNK):
+        sys.stdout.write(text[start:start + _CHUNK])
+        sys.stdout.flush()
 
 
 def silence_stdout() -> None:

@@ -56,10 +56,6 @@ if TYPE_CHECKING:
     import socket
     from collections.abc import Sequence
 
-__all__ = ["ANSWER_TIMEOUT_SECONDS", "ENV", "IDLE_ENV", "IDLE_SECONDS", "STALL_BACKOFF_SECONDS",
-           "answer_resident", "code_identity", "enabled", "idle_seconds", "lock_path",
-           "private_dir", "socket_path", "stall_path", "start_server"]
-
 ENV = "LOOPWARDEN_HOOK_SERVER"
 IDLE_ENV = "LOOPWARDEN_HOOK_SERVER_IDLE"
 IDLE_SECONDS = 600.0

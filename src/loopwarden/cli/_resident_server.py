@@ -29,8 +29,6 @@ from collections.abc import Callable, Sequence
 
 from . import _resident
 
-__all__ = ["is_hook_server", "serve", "stop_servers"]
-
 # A payload larger than this is no hook input (Claude Code's are kilobytes): not read, refused.
 _MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 # While idle the server wakes this often to see whether its folder or its code changed.

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
 import typer
+import typer.core
 
 from .. import __version__
 from ._exits import BROKEN_PIPE_EXIT_CODE, crash_message, quiet_on_broken_pipe, silence_stdout
@@ -36,6 +37,8 @@ app = typer.Typer(
     name="loopwarden",
     help="Stop AI agents from wasting money and time in tool-call loops.",
     no_args_is_help=True,
+    # -h as well as --help, on every command (sub-commands inherit it from this context).
+    context_settings={"help_option_names": ["-h", "--help"]},
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -81,7 +84,7 @@ def _crashed(command: str, exc: BaseException, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _guarded(callback: Callable[..., Any], command: str) -> Callable[..., Any]:
+def crash_guarded(callback: Callable[..., Any], command: str) -> Callable[..., Any]:
     """``callback`` with unexpected exceptions turned into one error line and an exit code."""
     if getattr(callback, "__loopwarden_guarded__", False):
         return callback
@@ -107,10 +110,28 @@ def _guard_commands(typer_app: typer.Typer, prefix: str = "") -> None:
     for info in typer_app.registered_commands:
         if info.callback is not None:
             name = info.name or info.callback.__name__.replace("_", "-")
-            info.callback = _guarded(info.callback, f"{prefix}{name}")
+            info.callback = crash_guarded(info.callback, f"{prefix}{name}")
     for group in typer_app.registered_groups:
         if group.typer_instance is not None:
             _guard_commands(group.typer_instance, f"{prefix}{group.name} ")
+
+
+def _flags_shown_as_flags() -> None:
+    """Help shows a plain flag as ``--json``, not ``--json <bool>``: Typer's help prints a type
+    after every option, flags (and ``--help``) included, and has no setting to turn that off."""
+    option = typer.core.TyperOption
+    if getattr(option.display_type_rich, "__loopwarden_flags__", False):
+        return
+    typed = option.display_type_rich
+
+    def display_type_rich(self: typer.core.TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else typed(self, ctx)
+
+    display_type_rich.__loopwarden_flags__ = True  # type: ignore[attr-defined]
+    option.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_shown_as_flags()
 
 
 def main() -> None:

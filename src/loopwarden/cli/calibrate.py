@@ -14,9 +14,8 @@ from ..config import PRESETS, ConfigError
 from ..offline.calibration import CalibrationError, calibrate, score_run
 from ..offline.report._text import printable
 from ..offline.transcripts import ReadProblem, iter_transcript_files, read_transcript
-from ._common import check_paths_exist, resolve_config
-
-__all__ = ["register"]
+from ._common import STDIN, check_paths_exist, resolve_config, stdin_copy
+from ._exits import write_out
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +29,8 @@ _REMEASURES = 3
 
 
 def calibrate_command(
-    paths: Annotated[list[Path], typer.Argument(help="Transcripts (files or folders) of GOOD runs.")],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Transcripts (files or folders) of GOOD runs; - reads one transcript from stdin.")],
     alpha: Annotated[float, typer.Option(help="Largest share of good runs that may get a warning.")] = 0.05,
     block_alpha: Annotated[float | None, typer.Option(
         "--block-alpha", help="Largest share of good runs that may get a block (default alpha/5).")] = None,
@@ -53,10 +53,12 @@ def calibrate_command(
     check_paths_exist(paths)
     problems: list[ReadProblem] = []
     runs = []
-    for path in iter_transcript_files(paths, on_problem=problems.append):
-        calls = list(read_transcript(path, on_problem=problems.append))
-        if calls:
-            runs.append(calls)
+    with stdin_copy(paths) as stdin_file:
+        files = [stdin_file if stdin_file is not None and str(p) == STDIN else p for p in paths]
+        for path in iter_transcript_files(files, on_problem=problems.append):
+            calls = list(read_transcript(path, on_problem=problems.append))
+            if calls:
+                runs.append(calls)
     scores = [score_run(calls, base) for calls in runs]
     for problem in problems[:20]:
         where = f"{problem.path}:{problem.line or '-'}: {problem.message}"
@@ -76,7 +78,7 @@ def calibrate_command(
         raise typer.Exit(2) from None
     block = {"tools": {"loopDetection": {**result.config_block(), "preset": base.preset}}}
     if as_json:
-        typer.echo(json.dumps({"runs": result.runs, "alpha": result.alpha,
+        write_out(json.dumps({"runs": result.runs, "alpha": result.alpha,
                                "blockAlpha": result.block_alpha, "budgets": result.budgets,
                                "bounded": list(result.bounded), "note": result.note,
                                "config": block, "guarantee": result.guarantee}, indent=2))

@@ -19,8 +19,6 @@ from pathlib import Path
 
 from ..integrations.claude_code_settings import HOOK_EVENTS, is_loopwarden_command
 
-__all__ = ["MINIMUM_VERSION", "Behaviour", "behaviours", "check_report", "parse_version"]
-
 Version = tuple[int, int, int]
 
 MINIMUM_VERSION: Version = (2, 1, 197)

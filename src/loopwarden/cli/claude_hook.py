@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
     from ..config import LoopDetectionConfig
-
-__all__ = ["default_db_path", "register", "run", "serve"]
+    from ..guard import LoopGuard
+    from ..integrations.claude_code_hook import ExitBehavior
 
 # Claude Code reads exit code 2 as "block"; every loopwarden failure must stay non-blocking,
 # usage errors included (argparse's own code for them is 2).
@@ -81,6 +81,11 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, tuple[Any, ...] | None
                         "end or error stop Claude (continue: false, the stop message as "
                         "stopReason; a command hook has no other way to end the run), "
                         "continue only denies the call [default: end]."),
+    # Which host's hook dialect: `loopwarden codex-hook` and `gemini-hook` are this command
+    # with --host, so all three share the store, the config cache and the resident server.
+    "--host": ("host", str, "claude-code", ("claude-code", "codex", "gemini-cli"),
+               "The host whose hook payloads come in: claude-code, codex (Codex CLI) or "
+               "gemini-cli (Gemini CLI) [default: claude-code]."),
 }
 
 
@@ -154,6 +159,26 @@ def register(app: typer.Typer) -> None:
         "claude-hook", help=_HELP, add_help_option=False,
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )(claude_hook)
+    for name, host, events in (("codex-hook", "codex", "PreToolUse, PostToolUse"),
+                               ("gemini-hook", "gemini-cli", "BeforeTool, AfterTool, "
+                                                             "PreCompress")):
+        app.command(
+            name, add_help_option=False,
+            help=f"claude-hook --host {host}: guard {host} tool calls (hooks: {events}).",
+            context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        )(_host_hook(host))
+
+
+def _host_hook(host: str) -> Callable[..., None]:
+    import typer
+
+    def host_hook(ctx: typer.Context) -> None:
+        code = run(["--host", host, *ctx.args])
+        if code:
+            raise typer.Exit(code)
+
+    host_hook.__annotations__["ctx"] = typer.Context
+    return host_hook
 
 
 def run(argv: Sequence[str]) -> int:
@@ -166,7 +191,7 @@ def run(argv: Sequence[str]) -> int:
     try:
         options = _parse(list(argv))
         _answer(options["db"], options["config"], options["agent"], options["exit_behavior"],
-                options["preset"])
+                options["host"], options["preset"])
     except _HookExit as exc:
         if exc.message:
             sys.stderr.write(exc.message + "\n")
@@ -190,18 +215,21 @@ def serve(argv: Sequence[str]) -> int:
 
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,
-            exit_behavior: str, preset: str | None = None) -> None:
-    from ..integrations.claude_code_hook import BATCH_EVENT, HANDLED_EVENTS
+            exit_behavior: str, host: str = "claude-code", preset: str | None = None) -> None:
+    from ..integrations import claude_code_hook, codex_hook, gemini_cli_hook
 
+    door = {"codex": codex_hook, "gemini-cli": gemini_cli_hook}.get(host, claude_code_hook)
     payload = _read_payload()
     event = payload.get("hook_event_name")
-    if event == BATCH_EVENT:  # the payload alone decides: no config, no database
+    if door is claude_code_hook and event == claude_code_hook.BATCH_EVENT:
+        # The payload alone decides: no config, no database.
         output = _batch_stop(payload, exit_behavior)
-    elif event not in HANDLED_EVENTS:
+    elif event not in door.HANDLED_EVENTS:
         # Registered for an event loopwarden does not act on: answer at once, touch nothing.
         return
     else:
-        output = _handle(payload, db or default_db_path(), config, agent, exit_behavior, preset)
+        output = _handle(payload, db or default_db_path(), config, agent, exit_behavior, host,
+                         preset)
     if output:
         sys.stdout.write(json.dumps(output) + "\n")
         sys.stdout.flush()
@@ -215,17 +243,13 @@ def _batch_stop(payload: dict[str, Any], exit_behavior: str) -> dict[str, Any]:
 
 def _handle(
     payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None,
-    exit_behavior: str = "end", preset: str | None = None,
+    exit_behavior: str = "end", host: str = "claude-code", preset: str | None = None,
 ) -> dict[str, Any]:
     from ..base.errors import LoopwardenError
     from ..guard import LoopGuard
     from ..guard.events import LoggingSink
     from ..guard.stores.sqlite import SQLiteStore
-    from ..integrations.claude_code_hook import (
-        ClaudeCodeHook,
-        HookPayloadError,
-        check_exit_behavior,
-    )
+    from ..integrations.claude_code_hook import HookPayloadError, check_exit_behavior
 
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -242,12 +266,28 @@ def _handle(
     guard.sinks[:] = [sink for sink in guard.sinks if not isinstance(sink, LoggingSink)]
     try:
         with _problems_to_stderr():
-            return ClaudeCodeHook(guard, agent_id=agent,
-                                  exit_behavior=check_exit_behavior(exit_behavior)).handle(payload)
+            answer: dict[str, Any] = _door(host, guard, agent,
+                                           check_exit_behavior(exit_behavior)).handle(payload)
+            return answer
     except HookPayloadError as exc:
         _fail(f"loopwarden: {exc}")
     finally:
         store.close()
+
+
+def _door(host: str, guard: LoopGuard, agent: str | None, exit_behavior: ExitBehavior) -> Any:
+    """The translation for ``host``'s hooks (each has ``handle(payload) -> answer``)."""
+    if host == "codex":
+        from ..integrations.codex_hook import CodexHook
+
+        return CodexHook(guard, agent_id=agent)  # Codex cannot end a run: no exit behaviour
+    if host == "gemini-cli":
+        from ..integrations.gemini_cli_hook import GeminiCliHook
+
+        return GeminiCliHook(guard, agent_id=agent, exit_behavior=exit_behavior)
+    from ..integrations.claude_code_hook import ClaudeCodeHook
+
+    return ClaudeCodeHook(guard, agent_id=agent, exit_behavior=exit_behavior)
 
 
 @contextmanager

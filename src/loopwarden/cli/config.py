@@ -21,11 +21,12 @@ from ..config import (
     ConfigError,
     LoadedConfig,
     LoopDetectionConfig,
-    _key_segment,  # key paths spelled as config errors spell them
+    key_segment,  # key paths spelled as config errors spell them
     load_config_with_origins,
 )
-
-__all__ = ["config_app"]
+from ..config.openclaw_file import load_config_text
+from ._common import STDIN, read_stdin
+from ._exits import write_out
 
 config_app = typer.Typer(
     help="Inspect loop detection configuration.",
@@ -74,7 +75,7 @@ def _collect_repairs() -> Iterator[_RepairCollector]:
 
 @config_app.command("check")
 def check(
-    path: Annotated[Path, typer.Argument(help="OpenClaw config file (JSON5).")],
+    path: Annotated[Path, typer.Argument(help="OpenClaw config file (JSON5); - reads it from stdin.")],
     agent: Annotated[
         str | None, typer.Option("--agent", help="Agent id whose override to apply.")
     ] = None,
@@ -83,10 +84,13 @@ def check(
     """Validate PATH and print the effective loop detection config."""
     with _collect_repairs() as repairs:
         try:
-            loaded = load_config_with_origins(path, agent_id=agent)
+            loaded = (load_config_text(read_stdin(), "<stdin>", agent_id=agent)
+                      if str(path) == STDIN else load_config_with_origins(path, agent_id=agent))
         except ConfigError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None  # an input error, distinct from findings (1)
+    if str(path) == STDIN:
+        path = Path("<stdin>")
     notes = [*repairs.messages]
     if agent is not None and loaded.agent_block is None:
         # Not an error: OpenClaw itself applies the global block to such an agent.
@@ -99,7 +103,7 @@ def check(
     notes += _silent_settings(loaded)
     rows = list(_rows(loaded, repairs.repaired))
     if as_json:
-        typer.echo(json.dumps(_as_json(loaded, path, agent, rows, repairs.messages, notes),
+        write_out(json.dumps(_as_json(loaded, path, agent, rows, repairs.messages, notes),
                               indent=2))
         return
     _print_table(loaded, path, agent, rows, notes)
@@ -183,7 +187,7 @@ def _ignored_by_exemption(loaded: LoadedConfig) -> list[str]:
     """Thresholds merged into an exempt entry from the other scope have no effect: say so."""
     notes = []
     for pattern, entry in loaded.config.per_tool.items():
-        prefix = "perTool" + _key_segment(pattern)
+        prefix = "perTool" + key_segment(pattern)
         ignored = [key for key in _TOOL_KEYS if f"{prefix}.{key}" in loaded.origins]
         if entry.exempt and ignored:
             notes.append(f"{prefix} is exempt, so its {', '.join(ignored)} has no effect "
@@ -197,7 +201,7 @@ def _tool_rows(loaded: LoadedConfig, repaired: set[str]) -> Iterator[_Row]:
     top = (config.warning_threshold, config.critical_threshold,
            config.global_circuit_breaker_threshold)
     for pattern, entry in config.per_tool.items():
-        prefix = "perTool" + _key_segment(pattern)
+        prefix = "perTool" + key_segment(pattern)
         yield f"{prefix}.exempt", entry.exempt, origins.get(f"{prefix}.exempt", "default")
         thresholds = config.tool_thresholds(pattern)
         if thresholds is None:

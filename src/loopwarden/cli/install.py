@@ -34,8 +34,6 @@ from ..integrations.claude_code_settings import (
     uninstall,
 )
 
-__all__ = ["hook_executable", "register"]
-
 install_app = typer.Typer(
     name="install", no_args_is_help=True, add_completion=False,
     help="Register loopwarden with an agent runtime.",
@@ -304,3 +302,164 @@ def _one_of(flag: str, value: str | None, allowed: tuple[str, ...]) -> str | Non
 def _error(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
+
+
+# -- Codex CLI and Gemini CLI: the same hook entries, in their own files ---------------------
+
+_CODEX_EVENTS = ("PreToolUse", "PostToolUse")
+_GEMINI_EVENTS = ("BeforeTool", "AfterTool", "PreCompress")
+_CODEX_TRUST_NOTE = (
+    "Codex runs a hook only once you trust it and skips an untrusted one without a word: start "
+    "`codex`, open /hooks and trust loopwarden's PreToolUse and PostToolUse entries (again "
+    "after each reinstall: trust is kept per entry content). Unattended `codex exec` runs can "
+    "pass --dangerously-bypass-hook-trust instead."
+)
+
+
+@install_app.command("codex")
+def codex(
+    user: Annotated[bool, typer.Option(
+        "--user", help="$CODEX_HOME/hooks.json (~/.codex): every project (the default).",
+    )] = False,
+    project: Annotated[bool, typer.Option(
+        "--project", help="./.codex/hooks.json: this project (Codex reads it once the project "
+        "is trusted).",
+    )] = False,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="OpenClaw config file for the hook (validated now, stored absolute).",
+    )] = None,
+    db: Annotated[Path | None, typer.Option(
+        "--db", help="SQLite file of the hook (default: the one claude-hook uses, so one "
+        "session's history is shared).",
+    )] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", help="Agent id whose per-agent loopDetection override applies.",
+    )] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", metavar="NAME", help="Detection preset for the hook: openclaw or early.",
+    )] = None,
+    exit_behavior: Annotated[str | None, typer.Option(
+        "--exit-behavior", metavar="WHAT",
+        help="At the terminal stop: end (the default), error or continue.",
+    )] = None,
+    remove: Annotated[bool, typer.Option(
+        "--uninstall", help="Remove loopwarden's hook entries (only those).",
+    )] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the change as a unified diff; write nothing.",
+    )] = False,
+) -> None:
+    """Write the hooks that run `loopwarden codex-hook` into Codex CLI's hooks.json.
+
+    Events: PreToolUse, PostToolUse. Safe to run again; other entries stay; a changed file is
+    backed up first (hooks.json.TIMESTAMP.bak), then replaced atomically.
+
+    Codex skips untrusted hooks silently: trust them in Codex's /hooks screen afterwards.
+    """
+    if user and project:
+        _error("--user and --project exclude each other")
+    home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+    path = (Path.cwd() / ".codex" if project else home) / "hooks.json"
+    done = _install_host_hooks(path, "codex-hook", _CODEX_EVENTS, "Codex CLI", config=config,
+                               db=db, agent=agent, preset=preset, exit_behavior=exit_behavior,
+                               remove=remove, dry_run=dry_run)
+    if done and not remove:
+        typer.echo(_CODEX_TRUST_NOTE)
+
+
+@install_app.command("gemini-cli")
+def gemini_cli(
+    user: Annotated[bool, typer.Option(
+        "--user", help="~/.gemini/settings.json: every project (the default).",
+    )] = False,
+    project: Annotated[bool, typer.Option(
+        "--project", help="./.gemini/settings.json: this project.",
+    )] = False,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="OpenClaw config file for the hook (validated now, stored absolute).",
+    )] = None,
+    db: Annotated[Path | None, typer.Option(
+        "--db", help="SQLite file of the hook (default: the one claude-hook uses, so one "
+        "session's history is shared).",
+    )] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", help="Agent id whose per-agent loopDetection override applies.",
+    )] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", metavar="NAME", help="Detection preset for the hook: openclaw or early.",
+    )] = None,
+    exit_behavior: Annotated[str | None, typer.Option(
+        "--exit-behavior", metavar="WHAT",
+        help="At the terminal stop: end (the default), error or continue.",
+    )] = None,
+    remove: Annotated[bool, typer.Option(
+        "--uninstall", help="Remove loopwarden's hook entries (only those).",
+    )] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the change as a unified diff; write nothing.",
+    )] = False,
+) -> None:
+    """Write the hooks that run `loopwarden gemini-hook` into Gemini CLI's settings.json.
+
+    Events: BeforeTool, AfterTool, PreCompress; hooksConfig.enabled is set true. Safe to run
+    again; other settings stay; a changed file is backed up first, then replaced atomically.
+    """
+    if user and project:
+        _error("--user and --project exclude each other")
+    path = (Path.cwd() if project else Path.home()) / ".gemini" / "settings.json"
+    _install_host_hooks(path, "gemini-hook", _GEMINI_EVENTS, "Gemini CLI", config=config,
+                        db=db, agent=agent, preset=preset, exit_behavior=exit_behavior,
+                        remove=remove, dry_run=dry_run, enable={"hooksConfig": {"enabled": True}})
+
+
+def _install_host_hooks(
+    path: Path, subcommand: str, events: tuple[str, ...], host: str, *,
+    config: Path | None, db: Path | None, agent: str | None, remove: bool, dry_run: bool,
+    preset: str | None = None, exit_behavior: str | None = None,
+    enable: dict[str, dict[str, Any]] | None = None,
+) -> bool:
+    """Install (or remove) loopwarden's ``subcommand`` hook entries for ``events`` in the
+    settings file at ``path``, the Claude Code way; ``enable`` is merged into the file on
+    install (a switch the host needs on). Returns whether the file was written."""
+    old_text, settings = _read_settings(path)
+    command = None
+    if not remove:
+        command = hook_command(
+            hook_executable(),
+            config=None if config is None else str(_checked_config(config, agent)),
+            db=None if db is None else str(db.expanduser().absolute()),
+            agent=agent, subcommand=subcommand,
+            preset=_one_of("--preset", preset, ("openclaw", "early")),
+            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue")),
+        )
+        _check_runs(command)
+    try:
+        if command is None:
+            new_settings = uninstall(settings, subcommand=subcommand)
+        else:
+            new_settings = install(settings, command, events=events,
+                                   tool_events=frozenset(events[:2]), subcommand=subcommand)
+            for key, values in (enable or {}).items():
+                section = new_settings.setdefault(key, {})
+                if not isinstance(section, dict):
+                    raise SettingsError(f'"{key}" is not an object')
+                section.update(values)
+    except SettingsError as exc:
+        _error(f"{path}: {exc}; fix or move the file, then run this again")
+    if new_settings == settings:
+        what = "no loopwarden hooks" if remove else "the hooks are already installed"
+        typer.echo(f"{path}: {what}; nothing to change")
+        return False
+    new_text = json.dumps(new_settings, indent=2, ensure_ascii=False) + "\n"
+    if dry_run:
+        diff = difflib.unified_diff(
+            (old_text or "").splitlines(keepends=True), new_text.splitlines(keepends=True),
+            fromfile=str(path) if old_text is not None else "/dev/null", tofile=str(path))
+        typer.echo("".join(diff), nl=False)
+        return False
+    backup = _write_settings(path, new_text, had_file=old_text is not None)
+    done = "removed loopwarden's hooks from" if remove else f"installed the {host} hooks in"
+    typer.echo(f"{done} {path}" + (f" (backup: {backup})" if backup else ""))
+    if command is not None:
+        typer.echo(f"command: {command}")
+    return True

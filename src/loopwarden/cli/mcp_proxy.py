@@ -13,8 +13,6 @@ import typer
 from ..base.log import get_logger
 from ..config import ConfigError, LoopDetectionConfig, load_config
 
-__all__ = ["proxy_config", "register"]
-
 
 def register(app: typer.Typer) -> None:
     """Add the ``mcp-proxy`` command to ``app``."""

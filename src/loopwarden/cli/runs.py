@@ -25,8 +25,7 @@ from ..guard.events import LoopEvent
 from ..guard.stores.base import StoreError
 from ..guard.stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
 from ..offline.report.table import fit_widths, middle_ellipsis, one_line, wrap_names
-
-__all__ = ["default_db_path", "register", "runs"]
+from ._exits import write_out
 
 
 def register(app: typer.Typer) -> None:
@@ -65,7 +64,7 @@ def runs(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if as_json:
-        typer.echo(json.dumps(_as_json(path, summaries, events), indent=2))
+        write_out(json.dumps(_as_json(path, summaries, events), indent=2))
     else:
         _print_tables(path, summaries, events)
 
@@ -166,7 +165,7 @@ def _print_tables(
         console.print(Text(f"No loop events recorded in {one_line(str(path))}."))
         return
     _print_title(console, f"Runs in {path}")
-    console.print(_runs_table(summaries, console.width))
+    console.print(_runs_table(summaries, events, console.width))
     for summary in summaries:
         console.print()
         _print_events(console, summary, events[(summary.session, summary.run)])
@@ -198,23 +197,30 @@ def _natural(headers: list[tuple[str, JustifyMethod]], rows: list[list[str]]) ->
 
 _RUN_TABLE: list[tuple[str, JustifyMethod]] = [
     ("session", "left"), ("run", "left"), ("agent", "left"), ("started", "left"),
-    ("warn", "right"), ("block", "right"), ("abort", "right"), ("detectors", "left")]
+    ("warn", "right"), ("block", "right"), ("abort", "right"), ("detectors", "left"),
+    ("stop", "left")]
 _SESSION, _RUN, _AGENT, _DETECTORS = 0, 1, 2, 7
 
 
-def _runs_table(summaries: list[RunSummary], width: int) -> Table:
+def _runs_table(summaries: list[RunSummary], events: dict[RunKey, list[LoopEvent]],
+                width: int) -> Table:
     rows = [[one_line(s.session), one_line(s.run or "-"), one_line(", ".join(s.agents) or "-"),
              _time(s.first, "%Y-%m-%d %H:%M"), str(s.warnings), str(s.blocks), str(s.aborts),
-             one_line(" ".join(s.detectors))] for s in summaries]
-    natural = _natural(_RUN_TABLE, rows)
+             one_line(" ".join(s.detectors)), _stopped(events[(s.session, s.run)])]
+            for s in summaries]
+    headers = list(_RUN_TABLE)
+    if not any(row[-1] for row in rows):  # no run was stopped: no column for it
+        headers.pop()
+        rows = [row[:-1] for row in rows]
+    natural = _natural(headers, rows)
     gap = _gap(natural, width)
-    room = width - gap * (len(_RUN_TABLE) - 1)
+    room = width - gap * (len(headers) - 1)
     # Detectors wrap (one name a line, then at underscores); ids and agents lose their middle.
     widths = fit_widths(natural, room, [
         (_DETECTORS, 15), (_RUN, 12), (_AGENT, 11), (_SESSION, 12),
         (_RUN, 8), (_SESSION, 8), (_DETECTORS, 11), (_AGENT, 6),
         (_DETECTORS, 1), (_RUN, 1), (_AGENT, 1), (_SESSION, 1)])
-    table = _table(_RUN_TABLE, widths, gap)
+    table = _table(headers, widths, gap)
     for row in rows:
         cells = [middle_ellipsis(cell, widths[column]) for column, cell in enumerate(row)]
         cells[_DETECTORS] = wrap_names(row[_DETECTORS], widths[_DETECTORS])
@@ -228,11 +234,18 @@ _EVENT_TABLE: list[tuple[str, JustifyMethod]] = [
 _EVENT_DETECTOR, _TOOL = 3, 4
 
 
+def _stopped(events: list[LoopEvent]) -> str:
+    """``yes`` for a run that reached the terminal stop (a second critical loop ended it)."""
+    return "yes" if any(event.terminal for event in events) else ""
+
+
 def _print_events(console: Console, summary: RunSummary, events: list[LoopEvent]) -> None:
     """The run's events as a table whose rows each carry their message on the lines below."""
     _print_title(console, f"session {summary.session} run {summary.run or '-'}: "
                           f"{len(events)} loop events")
-    rows = [[_time(e.timestamp, "%H:%M:%S"), one_line(e.action), str(e.count),
+    # The terminal stop is a block that ended the run: shown as "stop".
+    rows = [[_time(e.timestamp, "%H:%M:%S"), "stop" if e.terminal else one_line(e.action),
+             str(e.count),
              one_line(e.detector), one_line(e.tool)] for e in events]
     natural = _natural(_EVENT_TABLE, rows)
     gap = _gap(natural, console.width)

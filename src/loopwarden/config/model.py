@@ -22,8 +22,8 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import Self
 
+from ..base.errors import _child_path, _join_path
 from ..base.log import get_logger
-from .errors import _child_path, _join_path
 from .presets import (
     _PRESET_TABLE,
     _THRESHOLD_FIELDS,
@@ -42,13 +42,6 @@ from .validation import (
     _positive_int,
     _strict_bool,
 )
-
-__all__ = [
-    "DetectorsConfig",
-    "LoopDetectionConfig",
-    "PerToolConfig",
-    "PostCompactionGuardConfig",
-]
 
 logger = get_logger("loopwarden")
 

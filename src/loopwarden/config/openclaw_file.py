@@ -22,19 +22,9 @@ from typing import Any, Final, Literal
 
 import json5
 
-from .errors import _UNSET, ConfigError, _child_path, _describe, _key_segment
+from ..base.errors import _UNSET, ConfigError, _child_path, _describe, key_segment
 from .model import _PER_TOOL, LoopDetectionConfig, _LoopDetectionBlock, _merge_per_tool
 from .validation import _MergedScopes
-
-__all__ = [
-    "MAX_CONFIG_BYTES",
-    "LoadedConfig",
-    "Scope",
-    "config_from_mapping",
-    "load_config",
-    "load_config_with_origins",
-]
-
 
 # Larger than any real OpenClaw config by orders of magnitude; a file beyond it is a mistake
 # (a log, a dump) and reading it whole would only exhaust memory.
@@ -76,6 +66,15 @@ def load_config_with_origins(
     """:func:`load_config`, also telling which block (global or the agent's) set each key."""
     file = os.fspath(path)
     return _resolve_document(_parse(_read_config_text(file), file), agent_id, file)
+
+
+def load_config_text(text: str, source: str, agent_id: str | None = None) -> LoadedConfig:
+    """:func:`load_config_with_origins` for a config given as text (``config check -`` reads
+    standard input); ``source`` names it in errors, as a file's path does."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
+        raise _too_large(source)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _resolve_document(_parse(text, source), agent_id, source)
 
 
 def _read_config_text(file: str) -> str:
@@ -293,7 +292,7 @@ def _agent_blocks(
     entries = _optional_mapping(agents, "entries", "agents.entries", source)
     defined: dict[str, str] = {}
     for key, entry in (entries or {}).items():
-        where = f"agents.entries{_key_segment(str(key))}"
+        where = f"agents.entries{key_segment(str(key))}"
         defined[str(key)] = where
         block = _agent_block(entry, where, source)
         if block is not None:

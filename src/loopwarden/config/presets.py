@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal
 
-__all__ = ["PRESETS", "Preset", "PresetName"]
-
 PresetName = Literal["openclaw", "early"]
 
 # The numeric keys a preset gives defaults for, in the order of the config's fields.

@@ -17,7 +17,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["FIELDS", "NESTED_FIELDS", "snapshot_from_dict", "snapshot_of"]
+__all__ = ["snapshot_from_dict", "snapshot_of"]
 
 _BOOL: tuple[type, ...] = (bool,)
 _OPTIONAL_BOOL: tuple[type, ...] = (bool, type(None))

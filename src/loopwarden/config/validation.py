@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import Self
 
-from .errors import ConfigError, Issue, _join_path, _key_segment
+from ..base.errors import ConfigError, Issue, _join_path, key_segment
 
 __all__: list[str] = []
 
@@ -157,7 +157,7 @@ def _loc_path(loc: Sequence[Any]) -> str:
     """A pydantic location as a key path: ``perTool["browser*"].warningThreshold``."""
     path = ""
     for part in loc:
-        segment = f"[{part}]" if isinstance(part, int) else _key_segment(str(part))
+        segment = f"[{part}]" if isinstance(part, int) else key_segment(str(part))
         path = _join_path(path, segment.removeprefix("."))
     return path
 

@@ -17,9 +17,7 @@ tool name and its arguments) prepare the call and go the same way.
 
 from __future__ import annotations
 
-from .detector import LoopDetector
-from .fingerprinter import Fingerprinter, PreparedCall, error_identity, resolve_registry
-from .limits import limits_for
+from .detector import LoopDetector, detector_log_line
+from .fingerprinter import PreparedCall
 
-__all__ = ["Fingerprinter", "LoopDetector", "PreparedCall", "error_identity", "limits_for",
-           "resolve_registry"]
+__all__ = ["LoopDetector", "PreparedCall", "detector_log_line"]

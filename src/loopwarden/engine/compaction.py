@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..base.errors import LoopwardenError
+from ..base.errors import CompactionLoopPersistedError
 from ..base.log import get_logger
 from ..base.text import log_text
 
@@ -40,28 +40,6 @@ class CompactionSnapshot:
 
     armed: bool
     remaining_attempts: int
-
-
-class CompactionLoopPersistedError(LoopwardenError):
-    """Raised into the agent when a loop survived compaction; the run should end."""
-
-    detector = DETECTOR
-
-    def __init__(self, message: str, *, count: int = 0, tool_name: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.count = count
-        self.tool_name = tool_name
-
-    @property
-    def name(self) -> str:
-        """OpenClaw's name for this error, ``PostCompactionLoopPersistedError`` (spec §g)."""
-        return "PostCompactionLoopPersistedError"
-
-    @classmethod
-    def from_verdict(cls, verdict: CompactionVerdict) -> CompactionLoopPersistedError:
-        """The error for an aborting verdict: its message, count and tool."""
-        return cls(verdict.message or DETECTOR, count=verdict.count, tool_name=verdict.tool_name)
 
 
 Triple = tuple[str, str, str]

@@ -1,5 +1,6 @@
 """:class:`LoopDetector`: a call's fingerprint recorded into the session's history, and the
-detectors asked whether it continues a loop; with the detector's log lines."""
+detectors asked whether it continues a loop; with the detector's log lines (as text: the
+engine never logs, the guard does)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import logging
 from time import time_ns as _time_ns
 from typing import TYPE_CHECKING, Any, overload
 
-from ..base.log import get_logger
 from ..base.text import log_text
 from ..base.types import MISSING
 from ..fingerprint import Outcome, error_text
@@ -20,8 +20,6 @@ from .history import (
     CallRecord,
     SessionState,
     normalize_run_id,
-    warning_bucket,
-    warning_key,
 )
 from .limits import limits_for, with_tool_thresholds
 
@@ -30,9 +28,6 @@ if TYPE_CHECKING:
     # plain snapshot, see _config_snapshot) never loads pydantic.
     from ..config import LoopDetectionConfig
 
-__all__ = ["LoopDetector"]
-
-log = get_logger("loopwarden.detection")
 
 _TOOL_LIMITS_CACHE_SIZE = 1024  # tool names: a model can invent any number of them
 _UNRESOLVED = Limits()  # a cache-miss marker (compared by identity)
@@ -295,22 +290,14 @@ class LoopDetector(Fingerprinter):
                 break
         else:  # no rule can fire: most calls skip measuring
             return None
-        detection = evaluate(Facts.measure(state, run, call, limits), limits)
-        if detection is not None:
-            _log_detection(detection, call.tool_name, state, run, limits)
-        return detection
+        return evaluate(Facts.measure(state, run, call, limits), limits)
 
 
-def _log_detection(detection: Detection, tool: str, state: SessionState, run: str | None,
-                   limits: Limits) -> None:
-    """The detector's log line. OpenClaw logs it on every evaluation (a warning on every call
-    from the 10th to the 19th); loopwarden logs a warning once per warning bucket, when the
-    guard warns (spec §f.2's dedupe, the same key and bucket), and a critical every time."""
+def detector_log_line(detection: Detection, tool: str) -> tuple[int, str] | None:
+    """The detector's log line for ``detection`` (its logging level and text), or None for a
+    detection that has none. The engine never logs: the guard decides when the line is due
+    (see ``guard.core.detect``) and logs it on ``loopwarden.detection``."""
     entry = _DETECTOR_LOG.get((detection.detector, detection.level))
-    if entry is None or not log.isEnabledFor(entry[0]):
-        return
-    if detection.level == "warning" and not state.warning_is_new(
-            warning_key(detection.detector, detection.warning_key, tool, run),
-            warning_bucket(detection.count, limits.warning)):
-        return
-    log.log(entry[0], entry[1].format(tool=log_text(tool), n=detection.count))
+    if entry is None:
+        return None
+    return entry[0], entry[1].format(tool=log_text(tool), n=detection.count)

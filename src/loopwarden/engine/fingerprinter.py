@@ -19,15 +19,14 @@ from ..fingerprint import (
     text_outcome,
 )
 from ..fingerprint.leaves import Leaves, leaves_of
+from ..fingerprint.outcomes import OUTCOME_TERMINAL_EXEC_FAILURE
 from ..fingerprint.profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
 from ..fingerprint.volatile import mask_value, mask_volatile
 from .detectors import Prospect
-from .history import OUTCOME_TERMINAL_EXEC_FAILURE, normalize_run_id
+from .history import normalize_run_id
 
 if TYPE_CHECKING:
     from ..config import LoopDetectionConfig
-
-__all__ = ["Fingerprinter", "PreparedCall", "error_identity", "resolve_registry"]
 
 _PREPARED_CACHE_SIZE = 1024
 _PREPARED_MAX_ARGS = 8192  # bytes of canonical JSON: the cache holds at most ~8 MB

@@ -11,8 +11,6 @@ from .detectors import Limits
 if TYPE_CHECKING:
     from ..config import LoopDetectionConfig
 
-__all__ = ["eased_critical", "limits_for", "with_tool_thresholds"]
-
 
 def limits_for(config: LoopDetectionConfig) -> Limits:
     """The detectors' thresholds and switches, as ``config`` sets them for every tool."""

@@ -22,8 +22,19 @@ from typing import Any
 from ..base.lazy_re import lazy_pattern
 from .canonical import canonical_json
 
-__all__ = ["DIGITS_ONLY", "HASH_CHARS", "LEAF_CHARS", "MAX_PATH", "ROOT", "WHOLE", "Leaves",
-           "digest_of", "leaf_change", "leaf_digest", "leaves_of", "mask_numbers"]
+__all__ = [
+    "DIGITS_ONLY",
+    "HASH_CHARS",
+    "LEAF_CHARS",
+    "MAX_PATH",
+    "ROOT",
+    "Leaves",
+    "digest_of",
+    "leaf_change",
+    "leaf_digest",
+    "leaves_of",
+    "mask_numbers",
+]
 
 MAX_LEAVES = 256
 MAX_DEPTH = 16

@@ -20,11 +20,11 @@ from .profiles import (
     PROJECTION_EXEC,
     PROJECTION_PROCESS,
     PROJECTION_WRITE,
-    SEND_VOLATILE_KEYS,
     ProfileRegistry,
     ToolProfile,
     default_registry,
 )
+from .profiles.builtin import SEND_VOLATILE_KEYS
 from .results import _EMPTY, _details_and_text, _is_mapping
 from .strip import _strip_keys
 from .unknown_tools import extract_unknown_tool

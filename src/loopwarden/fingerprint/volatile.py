@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.lazy_re import lazy_pattern
 
-__all__ = ["VOLATILE_PATTERNS", "has_digit", "mask_value", "mask_volatile", "require_any"]
+__all__ = ["mask_value", "mask_volatile"]
 
 _ISO = r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?"
 _CLOCK = r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?\b"

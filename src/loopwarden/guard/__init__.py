@@ -21,26 +21,23 @@ are re-exported for them.
 
 from __future__ import annotations
 
-from ..base.types import MISSING, ToolCall
+from ..base.errors import LoopBlockedError
+from ..base.types import ToolCall
 from ..engine.compaction import CompactionLoopPersistedError
 from ..engine.detectors import Detection
-from .core import DISABLE_ENV
-from .decorators import IdSource
 from .loopguard import LoopGuard
-from .policy import STORE_DOWN_MESSAGE, FailClosed, FailOpen, FailurePolicy
+from .policy import STORE_DOWN_MESSAGE
 from .verdicts import (
-    EXIT_BEHAVIORS,
     RECOVERY_SIBLING_TEXT,
     RECOVERY_TEXT,
     STOP_MESSAGE,
     TERMINAL_SIBLING_TEXT,
     TERMINAL_TEXT,
-    Action,
     BatchAdmission,
+    EndOfRun,
     ExitBehavior,
     GuardStats,
     Intervention,
-    LoopBlockedError,
     Verdict,
     append_note,
     check_exit_behavior,
@@ -50,25 +47,18 @@ from .verdicts import (
 )
 
 __all__ = [
-    "DISABLE_ENV",
-    "EXIT_BEHAVIORS",
-    "MISSING",
     "RECOVERY_SIBLING_TEXT",
     "RECOVERY_TEXT",
     "STOP_MESSAGE",
     "STORE_DOWN_MESSAGE",
     "TERMINAL_SIBLING_TEXT",
     "TERMINAL_TEXT",
-    "Action",
     "BatchAdmission",
     "CompactionLoopPersistedError",
     "Detection",
+    "EndOfRun",
     "ExitBehavior",
-    "FailClosed",
-    "FailOpen",
-    "FailurePolicy",
     "GuardStats",
-    "IdSource",
     "Intervention",
     "LoopBlockedError",
     "LoopGuard",

@@ -16,7 +16,18 @@ from ..base.types import ToolCall
 from ..engine import PreparedCall
 from ..engine.detectors import Detection
 from ..engine.history import SessionState, normalize_run_id
-from .core import VETO, as_vetoes, in_flight, internal_error, loop_event, should_warn, veto
+from .core import (
+    VETO,
+    WarningSlot,
+    as_vetoes,
+    detect,
+    in_flight,
+    internal_error,
+    loop_event,
+    should_warn,
+    stop_run,
+    veto,
+)
 from .events import LoopEvent
 from .transactions import Answered, CallContext, Step, Transaction
 from .verdicts import (
@@ -31,8 +42,6 @@ from .verdicts import (
 
 if TYPE_CHECKING:
     from .core import GuardCore
-
-__all__ = ["AdmitBatch"]
 
 
 class AdmitBatch(Transaction[BatchAdmission]):
@@ -89,6 +98,7 @@ def admit(
     """Judge the turn: block it all at its first critical, else admit every call."""
     detector = core.detector
     detections: list[Detection | None] = []
+    slots: list[WarningSlot | None] = []
     if core.rolling:
         # Earlier turns' calls still in flight count like this batch's earlier siblings.
         flights = in_flight(core, state, ctx.run_id, {p.prospect.args_hash for p in prepared})
@@ -97,16 +107,21 @@ def admit(
             for i, p in enumerate(prepared):
                 if i:
                     detector.record_outcome(projected, prepared[i - 1], outcome=VETO)
-                detections.append(detector.detect(projected, p))
+                detection, slot = detect(core, projected, p)
+                detections.append(detection)
+                slots.append(slot)
     else:
         detections = [None] * len(calls)
+        slots = [None] * len(calls)
     trigger = next((i for i, d in enumerate(detections) if d and d.level == "critical"), None)
     if trigger is None:
-        return _admit_all(core, state, calls, prepared, detections, ctx)
+        return _admit_all(core, state, calls, prepared, detections, slots, ctx)
     detection = detections[trigger]
     assert detection is not None
     call = prepared[trigger].prospect
     terminal = not state.mark_recovery(ctx.run_id)
+    if terminal and core.deny_after_stop:
+        stop_run(state, ctx.run_id)
     for c, p in zip(calls, prepared, strict=True):
         if p.prospect.args_hash == call.args_hash:
             veto(core, state, p, c.call_id)
@@ -121,21 +136,21 @@ def admit(
         for i, (c, p) in enumerate(zip(calls, prepared, strict=True))
     )
     tctx = ctx.for_call(calls[trigger].call_id)
-    event = loop_event(tctx, call.tool_name, detection, "block", state)
+    event = loop_event(tctx, call.tool_name, detection, "block", state, terminal=terminal)
     return BatchAdmission(verdicts, intervention, terminal), [event]
 
 
 def _admit_all(
     core: GuardCore, state: SessionState, calls: Sequence[ToolCall],
     prepared: Sequence[PreparedCall], detections: Sequence[Detection | None],
-    ctx: CallContext,
+    slots: Sequence[WarningSlot | None], ctx: CallContext,
 ) -> tuple[BatchAdmission, list[LoopEvent]]:
     verdicts: list[Verdict] = []
     events: list[LoopEvent] = []
-    for c, p, d in zip(calls, prepared, detections, strict=True):
+    for c, p, d, slot in zip(calls, prepared, detections, slots, strict=True):
         tool = p.prospect.tool_name
         verdict = Verdict("allow", d, tool, c.call_id)
-        if d is not None and should_warn(core, state, d, tool, ctx.run_id):
+        if d is not None and should_warn(core, state, d, tool, ctx.run_id, slot):
             verdict = replace(verdict, action="warn")
             events.append(loop_event(ctx.for_call(c.call_id), tool, d, "warn", state))
         verdicts.append(verdict)

@@ -18,16 +18,25 @@ from ..engine.compaction import CompactionLoopPersistedError
 from ..engine.detectors import Prospect
 from ..engine.history import CallRecord, SessionState, normalize_run_id
 from ..fingerprint import Outcome
-from .core import as_vetoes, in_flight, internal_error, loop_event, should_warn, veto
+from ..fingerprint.leaves import Leaves
+from .core import (
+    as_vetoes,
+    detect,
+    in_flight,
+    internal_error,
+    loop_event,
+    run_stopped,
+    should_warn,
+    stop_run,
+    veto,
+)
 from .events import LoopEvent
-from .learning import Leaves, learn, learned_hash
+from .learning import learn, learned_hash
 from .transactions import Answered, Step, Transaction
-from .verdicts import Verdict
+from .verdicts import STOP_MESSAGE, Verdict
 
 if TYPE_CHECKING:
     from .core import GuardCore
-
-__all__ = ["AfterCall", "BeforeCall", "GuardCall", "ObserveCall", "one_call"]
 
 
 class GuardCall(PreparedCall):
@@ -78,17 +87,21 @@ class GuardCall(PreparedCall):
         if seen is not None:
             # A retried hook: answer as the first delivery did, without counting or warning again.
             if seen.is_veto:
-                again = detector.detect(state, self)
+                again, _ = detect(core, state, self)
                 return Verdict("block", again, prospect.tool_name, self.call_id)
             return Verdict("allow", None, prospect.tool_name, self.call_id)
         if not core.rolling:
             return Verdict("allow", None, prospect.tool_name, self.call_id)
+        if core.deny_after_stop and run_stopped(state, run):
+            # The host let the run go on after its terminal stop: nothing more of it runs.
+            return Verdict("block", None, prospect.tool_name, self.call_id, STOP_MESSAGE,
+                           terminate=True)
         flights = in_flight(core, state, run, (prospect.args_hash,)) if live else ()
         if flights:
             with as_vetoes(flights):
-                detection = detector.detect(state, self)
+                detection, slot = detect(core, state, self)
         else:
-            detection = detector.detect(state, self)
+            detection, slot = detect(core, state, self)
         if detection is None:  # the common case, kept short: no events, so no Step
             detector.record(state, self, self.call_id, True)  # new: looked for above
             return Verdict("allow", None, prospect.tool_name, self.call_id)
@@ -98,9 +111,12 @@ class GuardCall(PreparedCall):
             # the same run is terminal (spec §f.1), for one-call doors as for batches.
             verdict = Verdict("block", detection, prospect.tool_name, self.call_id,
                               terminate=not state.mark_recovery(run))
-            return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state)])
+            if verdict.terminate and core.deny_after_stop:
+                stop_run(state, run)
+            return Step(verdict, [loop_event(self, prospect.tool_name, detection, "block", state,
+                                             terminal=verdict.terminate)])
         step = Step(Verdict("allow", detection, prospect.tool_name, self.call_id))
-        if should_warn(core, state, detection, prospect.tool_name, run):
+        if should_warn(core, state, detection, prospect.tool_name, run, slot):
             step.value.action = "warn"
             step.events.append(loop_event(self, prospect.tool_name, detection, "warn", state))
         detector.record(state, self, self.call_id, True)
@@ -147,9 +163,9 @@ class GuardCall(PreparedCall):
             # Would the same call, made next, continue a loop? Tell the model now, on this
             # result, instead of after it has made that call (a critical next call is still
             # blocked before it runs).
-            detection = detector.detect(state, call)
+            detection, slot = detect(core, state, call)
             if detection is not None and should_warn(core, state, detection, prospect.tool_name,
-                                                     run, any_level=True):
+                                                     run, slot, any_level=True):
                 step.value = replace(step.value, action="warn", detection=detection)
                 step.events.append(loop_event(self, prospect.tool_name, detection, "warn", state))
         return step

@@ -9,14 +9,15 @@ the sinks and the counters. The functions below are the rules more than one tran
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..base.log import get_logger
 from ..base.text import log_text, text_id
-from ..engine import LoopDetector
+from ..engine import LoopDetector, detector_log_line
 from ..engine.detectors import Detection
 from ..engine.history import (
     OUTCOME_VETO,
@@ -37,12 +38,14 @@ from .verdicts import GuardStats, Verdict
 if TYPE_CHECKING:
     from ..config import LoopDetectionConfig  # only the engine loads it, and only when needed
     from ..engine import PreparedCall
-    from .transactions import Named
 
-__all__ = ["DISABLE_ENV", "GuardCore", "as_vetoes", "in_flight", "internal_error",
-           "loop_event", "should_warn", "veto"]
 
 log = get_logger("loopwarden")
+#: The detectors' own log lines (OpenClaw's), logged here: the engine never logs.
+detection_log = get_logger("loopwarden.detection")
+
+#: A warning's dedupe key and bucket (spec §f.2), computed once per warned call.
+WarningSlot = tuple[str, int]
 
 DISABLE_ENV = "LOOPWARDEN_DISABLED"
 #: The outcome a blocked call is recorded with.
@@ -85,6 +88,11 @@ class GuardCore:
     #: in-flight counting off. Sequential hosts (each outcome reported before the next call)
     #: never have a call in flight.
     in_flight_seconds: float = 60.0
+    #: Deny every later call of a run once a terminal verdict stopped it, with
+    #: :data:`~loopwarden.guard.STOP_MESSAGE`. For doors whose host cannot end a run from a
+    #: tool hook (Codex CLI): the run goes on, so the guard keeps it stopped. Off by default:
+    #: hosts that end the run never send another call of it.
+    deny_after_stop: bool = False
 
     def __init__(
         self,
@@ -135,6 +143,21 @@ class GuardCore:
     def fail_closed(self, value: bool) -> None:
         """Set the failure policy: True blocks calls while the store cannot be reached."""
         self.store_health.policy = failure_policy(value)
+
+
+# A stopped run is kept in the same bounded map as the recovery turn (``recovery_used``), under
+# a key no run id normalises to, so the stores' format does not change.
+_STOPPED_PREFIX = "\x00stopped:"
+
+
+def stop_run(state: SessionState, run: str | None) -> None:
+    """Remember that a terminal verdict stopped ``run`` (see :attr:`GuardCore.deny_after_stop`)."""
+    state.recovery_used[_STOPPED_PREFIX + (run or "")] = True
+
+
+def run_stopped(state: SessionState, run: str | None) -> bool:
+    """Whether a terminal verdict stopped ``run`` earlier."""
+    return bool(state.recovery_used.get(_STOPPED_PREFIX + (run or "")))
 
 
 def internal_error(core: GuardCore, tool: object, exc: Exception) -> Verdict:
@@ -191,28 +214,71 @@ def as_vetoes(records: Sequence[CallRecord]) -> Iterator[None]:
             record.outcome_kind = None
 
 
+def warning_slot(core: GuardCore, detection: Detection, tool: str, run: str | None
+                 ) -> WarningSlot:
+    """The key and bucket a warning is deduplicated by: buckets of ``warningThreshold`` calls
+    (the tool's own, if perTool sets one), not OpenClaw's fixed 10."""
+    detector = core.detector
+    limits = detector.limits_for_tool(tool)
+    return (warning_key(detection.detector, detection.warning_key, tool, run),
+            warning_bucket(detection.count, (limits or detector.limits).warning))
+
+
+def detect(core: GuardCore, state: SessionState, call: PreparedCall
+           ) -> tuple[Detection | None, WarningSlot | None]:
+    """The loop ``call`` would continue, with a warning's slot (computed here, once, for both
+    the log line and the dampening), and the detector's log line when it is due. OpenClaw logs
+    it on every evaluation (a warning on every call from the 10th to the 19th); loopwarden logs
+    a warning once per slot, when the guard warns, and a critical every time."""
+    detection = core.detector.detect(state, call)
+    if detection is None:
+        return None, None
+    tool = call.prospect.tool_name
+    slot = None
+    if detection.level == "warning":
+        slot = warning_slot(core, detection, tool, call.run_id)
+        if detection_log.isEnabledFor(logging.WARNING) and state.warning_is_new(*slot):
+            _log_line(detection, tool)
+    elif detection_log.isEnabledFor(logging.ERROR):
+        _log_line(detection, tool)
+    return detection, slot
+
+
+def _log_line(detection: Detection, tool: str) -> None:
+    line = detector_log_line(detection, tool)
+    if line is not None:
+        detection_log.log(*line)
+
+
 def should_warn(
     core: GuardCore, state: SessionState, detection: Detection, tool: str, run: str | None,
-    *, any_level: bool = False,
+    slot: WarningSlot | None, *, any_level: bool = False,
 ) -> bool:
-    """OpenClaw's dampening, with buckets of ``warningThreshold`` calls (not a fixed 10)."""
+    """OpenClaw's dampening: True for a warning whose slot is newer than the last one warned
+    (``slot`` as :func:`detect` computed it, or None to compute it here)."""
     if detection.level != "warning" and not any_level:
         return False
-    # The same key and bucket as the detector's log line (history.warning_key/warning_bucket).
-    detector = core.detector
-    limits = detector.limits_for_tool(tool)  # perTool warningThreshold, if any
-    return state.remember_warning(
-        warning_key(detection.detector, detection.warning_key, tool, run),
-        warning_bucket(detection.count, (limits or detector.limits).warning))
+    return state.remember_warning(*(slot or warning_slot(core, detection, tool, run)))
+
+
+class Named(Protocol):
+    """What names a call in its events: a :class:`CallContext`, or a one-call hook's call."""
+
+    session: str
+    run_id: str | None
+    call_id: str | None
+    agent: str | None
 
 
 def loop_event(ctx: Named, tool: str, detection: Detection, action: str,
-               state: SessionState | None = None) -> LoopEvent:
-    """The event of a warn or block; ``ctx`` names the session, run, agent and call id."""
+               state: SessionState | None = None, *, terminal: bool = False) -> LoopEvent:
+    """The event of a warn or block; ``ctx`` names the session, run, agent and call id;
+    ``terminal`` marks the block that ends the run (the terminal stop)."""
     return LoopEvent(
         session=ctx.session, run=ctx.run_id, agent=ctx.agent, call_id=ctx.call_id, tool=tool,
         level=detection.level, action=action, detector=detection.detector,
         count=detection.count, message=detection.message,
         paired_tool=detection.paired_tool_name,
         learned=learned_for(state.learned, tool) if state is not None else (),
+        terminal=terminal,
     )

@@ -13,12 +13,13 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
+from ..base.errors import LoopBlockedError
 from ..base.log import get_logger
 from ..base.text import optional_id, text_id
 from .core import internal_error
 from .verdicts import (
+    EndOfRun,
     ExitBehavior,
-    LoopBlockedError,
     Verdict,
     append_note,
     check_exit_behavior,
@@ -27,8 +28,6 @@ from .verdicts import (
 
 if TYPE_CHECKING:
     from .loopguard import LoopGuard
-
-__all__ = ["IdSource", "tool", "wrap"]
 
 log = get_logger("loopwarden")
 
@@ -88,7 +87,7 @@ class _Ids(TypedDict):
 class _FunctionDoor:
     """What ``guard.wrap`` needs per call: argument binding, ids, and the block/note policy."""
 
-    __slots__ = ("exit_behavior", "guard", "on_block", "run", "session", "signature",
+    __slots__ = ("end_of_run", "guard", "on_block", "run", "session", "signature",
                  "tool_name")
 
     def __init__(self, guard: LoopGuard, tool_name: str, signature: inspect.Signature | None,
@@ -101,7 +100,7 @@ class _FunctionDoor:
         self.session = session
         self.run = run
         self.on_block = on_block
-        self.exit_behavior = exit_behavior
+        self.end_of_run = EndOfRun(exit_behavior)
 
     def start(self, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[dict[str, Any], _Ids] | None:
         """The call's bound arguments and ids, or None (logged and counted) when they cannot
@@ -126,7 +125,8 @@ class _FunctionDoor:
         return dict(bound.arguments)
 
     def blocked(self, verdict: Verdict, ids: _Ids) -> Any:
-        if verdict.terminate and self.exit_behavior != "continue":
+        # A decorated function cannot end the run: at the end, as for "error", it raises.
+        if self.end_of_run.action(verdict.terminate) in ("end", "raise"):
             raise terminated_error(verdict, session=ids["session"], run_id=ids["run_id"])
         if self.on_block == "raise":
             raise LoopBlockedError(verdict)
@@ -147,6 +147,22 @@ class _FunctionDoor:
         return result
 
 
+#: What a decorated function does with a blocked call: raise LoopBlockedError, or return the
+#: blocked result.
+ON_BLOCK: tuple[str, ...] = ("raise", "return")
+
+
+def check_on_block(value: object) -> Literal["raise", "return"]:
+    """``value`` as an ``on_block`` choice; a :class:`ConfigError` (a ``ValueError``) naming the
+    allowed values else (``on_block="ignore"`` would otherwise be taken as "return")."""
+    if value not in ON_BLOCK:
+        from ..config import ConfigError  # (pydantic loads only when a value is wrong)
+
+        raise ConfigError(f"must be one of {', '.join(map(repr, ON_BLOCK))}",
+                          path="on_block", value=value)
+    return value  # type: ignore[return-value]
+
+
 def tool(
     guard: LoopGuard, fn: F | None = None, /, *, name: str | None = None,
     session: IdSource = "default", run_id: IdSource | None = None,
@@ -157,6 +173,7 @@ def tool(
     if fn is not None:
         return wrap(guard, fn)
     check_exit_behavior(exit_behavior)  # a bad option fails here, not at the first call
+    check_on_block(on_block)
     return lambda f: wrap(guard, f, name=name, session=session, run_id=run_id,
                           on_block=on_block, exit_behavior=exit_behavior)
 
@@ -169,7 +186,7 @@ def wrap(
     """``fn`` guarded by ``guard``: see :meth:`LoopGuard.wrap`."""
     door = _FunctionDoor(guard, _tool_name(fn, name), _signature(fn),
                          _id_source(session, "session"), _id_source(run_id, "run_id"),
-                         on_block, check_exit_behavior(exit_behavior))
+                         check_on_block(on_block), check_exit_behavior(exit_behavior))
     tool_name = door.tool_name
 
     if inspect.iscoroutinefunction(fn):

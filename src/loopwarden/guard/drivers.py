@@ -21,8 +21,6 @@ from .transactions import Answered, Step, Transaction
 if TYPE_CHECKING:
     from .core import GuardCore
 
-__all__ = ["adrive", "drive"]
-
 R = TypeVar("R")
 T = TypeVar("T")
 

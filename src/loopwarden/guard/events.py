@@ -12,7 +12,7 @@ from ..base.text import log_repr, log_text
 from ..engine.detectors import unknown_tool_message
 from ..engine.history import now_ms
 
-__all__ = ["EventSink", "LoggingSink", "LoopEvent", "deliver", "log_text"]
+__all__ = ["LoggingSink", "LoopEvent"]
 
 log = get_logger("loopwarden")
 
@@ -35,6 +35,7 @@ class LoopEvent:
     call_id: str | None = None
     paired_tool: str | None = None
     learned: tuple[str, ...] = ()  # the tool's learned volatile result fields (early preset)
+    terminal: bool = False  # a block that is the terminal stop: it ends the run
     timestamp: int = field(default_factory=now_ms)
     type: str = "tool.loop"
 

@@ -26,28 +26,22 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine.history import check_learned
 from ..fingerprint import canonical_json
 from ..fingerprint.leaves import (
     DIGITS_ONLY,
     HASH_CHARS,
     LEAF_CHARS,
     MAX_LEAVES,
-    MAX_PATH,
     ROOT,
     Leaves,
     digest_of,
     leaf_change,
     leaf_digest,
-    leaves_of,
     mask_numbers,
 )
 
 # (Leaves, leaves_of and MAX_PATH moved down to the fingerprint, check_learned to the history
 # that holds the learned state; named here as before.)
-__all__ = ["LEARN_AFTER", "MAX_PATH", "Leaves", "check_learned", "learn", "learned_for",
-           "learned_hash", "leaves_of", "volatile_change"]
-
 # One observation suffices now that only volatile-looking changes are learned: a second would
 # leave the first two outcomes of a loop unequal to the rest, delaying its warning by a call.
 LEARN_AFTER = 1

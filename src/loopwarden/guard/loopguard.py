@@ -24,8 +24,6 @@ from .drivers import adrive, drive
 from .transactions import ArmCompaction, ReadHistory
 from .verdicts import BatchAdmission, ExitBehavior, Verdict
 
-__all__ = ["LoopGuard"]
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 

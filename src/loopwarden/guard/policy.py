@@ -15,9 +15,6 @@ from ..base.log import get_logger
 from ..base.text import log_text
 from .verdicts import GuardStats, Verdict
 
-__all__ = ["STORE_DOWN_MESSAGE", "FailClosed", "FailOpen", "FailurePolicy", "StoreHealth",
-           "failure_policy"]
-
 log = get_logger("loopwarden")
 
 STORE_DOWN_MESSAGE = (

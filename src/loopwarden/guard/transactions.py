@@ -16,7 +16,7 @@ admission in ``batch.py``; the two small ones that need neither are here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from ..base.text import text_id
 from ..engine.compaction import CompactionLoopPersistedError, PostCompactionGuard
@@ -25,9 +25,6 @@ from .events import LoopEvent
 
 if TYPE_CHECKING:
     from .core import GuardCore
-
-__all__ = ["Answered", "ArmCompaction", "CallContext", "Named", "ReadHistory", "Step",
-           "Transaction"]
 
 R = TypeVar("R")
 
@@ -81,15 +78,6 @@ class Answered(Transaction[R]):
     def __init__(self, value: R) -> None:
         self.session = ""
         self.value = value
-
-
-class Named(Protocol):
-    """What names a call in its events: a :class:`CallContext`, or a one-call hook's call."""
-
-    session: str
-    run_id: str | None
-    call_id: str | None
-    agent: str | None
 
 
 class CallContext:

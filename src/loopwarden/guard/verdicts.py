@@ -9,15 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..base.errors import LoopTerminatedError, LoopwardenError
+from ..base.errors import LoopTerminatedError
 from ..base.types import MISSING
 from ..engine.detectors import Detection
-
-__all__ = ["EXIT_BEHAVIORS", "RECOVERY_SIBLING_TEXT", "RECOVERY_TEXT", "STOP_MESSAGE",
-           "TERMINAL_SIBLING_TEXT", "TERMINAL_TEXT", "Action", "BatchAdmission", "ExitBehavior",
-           "GuardStats", "Intervention", "LoopBlockedError", "Verdict", "append_note",
-           "check_exit_behavior", "continuing", "terminated_error", "warning_note"]
-
 
 Action = Literal["allow", "warn", "block"]
 #: What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``):
@@ -189,6 +183,43 @@ def continuing(verdict: Verdict) -> Verdict:
     return replace(verdict, block_text=text, terminate=False)
 
 
+#: What a door does with a terminal verdict: ``"recover"`` hands the model the recovery texts
+#: and the run goes on, ``"end"`` ends the run with :data:`STOP_MESSAGE`, ``"raise"`` raises
+#: :func:`terminated_error`'s :class:`LoopTerminatedError`.
+TerminalAction = Literal["recover", "end", "raise"]
+
+
+class EndOfRun:
+    """The end-of-run policy every door asks instead of re-implementing it: for a verdict,
+    what the door does (:meth:`action`) and what the model is told (:meth:`answer`). An
+    ``exit_behavior`` is one branch of :meth:`action`; the doors only translate the action
+    into their host's means (a jump to the end, a final output, an exception)."""
+
+    __slots__ = ("behavior",)
+
+    def __init__(self, exit_behavior: object) -> None:
+        self.behavior: ExitBehavior = check_exit_behavior(exit_behavior)
+
+    def action(self, terminal: bool) -> TerminalAction | None:
+        """None unless the verdict (or batch) is ``terminal``; else what the door does."""
+        if not terminal:
+            return None
+        if self.behavior == "continue":
+            return "recover"
+        if self.behavior == "error":
+            return "raise"
+        return "end"
+
+    @property
+    def ends_runs(self) -> bool:
+        """Whether a terminal verdict may end a run (the door installs its stop)."""
+        return self.action(True) == "end"
+
+    def answer(self, verdict: Verdict) -> Verdict:
+        """``verdict`` as the model gets it: with the recovery texts when the run goes on."""
+        return continuing(verdict) if self.action(verdict.terminate) == "recover" else verdict
+
+
 def terminated_error(
     verdict: Verdict, *, session: str | None = None, run_id: str | None = None,
 ) -> LoopTerminatedError:
@@ -211,14 +242,3 @@ class GuardStats:
     internal_errors: int = 0
 
 
-class LoopBlockedError(LoopwardenError):
-    """Raised by ``@guard.tool`` / ``guard.wrap`` for a blocked call when asked to raise."""
-
-    def __init__(self, verdict: Verdict) -> None:
-        super().__init__(verdict.message or "tool call blocked by loopwarden")
-        self.verdict = verdict
-
-    @property
-    def blocked_result(self) -> dict[str, Any]:
-        """The blocked call's OpenClaw-shaped tool result (see :meth:`Verdict.blocked_result`)."""
-        return self.verdict.blocked_result()

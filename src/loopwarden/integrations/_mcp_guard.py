@@ -41,8 +41,6 @@ from ._mcp_pending import (
     ProxyStats,
 )
 
-__all__ = ["CALL_ID_META_KEYS", "MAX_TASKS", "RUN_ID_META_KEYS", "McpLoopGuard"]
-
 RUN_ID_META_KEYS = ("runId", "run_id", "loopwarden/runId")
 CALL_ID_META_KEYS = ("toolCallId", "tool_call_id", "loopwarden/toolCallId")
 

@@ -20,13 +20,6 @@ from ..base.log import get_logger
 from ..base.text import log_text
 from ..guard import Verdict
 
-__all__ = [
-    "DEFAULT_MAX_PENDING_BYTES",
-    "DEFAULT_MAX_PENDING_CALLS",
-    "PendingCalls",
-    "ProxyStats",
-]
-
 #: Calls awaiting the upstream's answer that the proxy keeps at most. A client rarely has more
 #: than a few dozen calls out at once; the bound is for an upstream that answers none.
 DEFAULT_MAX_PENDING_CALLS = 1024

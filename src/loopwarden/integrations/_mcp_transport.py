@@ -41,13 +41,6 @@ from ._stdio_lines import (
     thread_chunks,
 )
 
-__all__ = [
-    "DEFAULT_MAX_MESSAGE_BYTES",
-    "MAX_MESSAGE_BYTES_ENV",
-    "max_message_bytes_from_env",
-    "run_proxy",
-]
-
 #: The longest JSON-RPC message (one line) the proxy passes, either way. Tool results can be
 #: large (file contents, screenshots as base64), so it is generous; it exists so that a peer
 #: that never sends a newline cannot grow the proxy's memory without bound. An over-long

@@ -20,8 +20,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["die_with_parent"]
-
 _PR_SET_PDEATHSIG = 1
 
 

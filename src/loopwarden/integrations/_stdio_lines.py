@@ -21,16 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-__all__ = [
-    "CHUNK",
-    "LineFramer",
-    "Overlong",
-    "ThreadWriter",
-    "frames",
-    "parse_size",
-    "peek",
-    "thread_chunks",
-]
+__all__ = ["parse_size"]
 
 #: Bytes asked for per read: what a pipe holds by default on Linux.
 CHUNK = 1 << 16

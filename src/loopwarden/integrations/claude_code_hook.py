@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
-from ..base.errors import LoopwardenError
+from ..base.errors import HookPayloadError
 from ..guard import (
     STOP_MESSAGE,
     TERMINAL_SIBLING_TEXT,
@@ -52,17 +52,11 @@ from ..guard import (
 
 __all__ = [
     "BATCH_EVENT",
-    "EXIT_BEHAVIORS",
     "HANDLED_EVENTS",
     "ClaudeCodeHook",
-    "ExitBehavior",
     "HookPayloadError",
     "batch_stop_output",
     "check_exit_behavior",
-    "compaction_stop_output",
-    "context_output",
-    "pre_tool_use_output",
-    "run_id_of",
 ]
 
 HANDLED_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact")
@@ -77,10 +71,6 @@ Output = dict[str, Any]
 ExitBehavior = Literal["end", "error", "continue"]
 """What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``)."""
 EXIT_BEHAVIORS: tuple[str, ...] = get_args(ExitBehavior)
-
-
-class HookPayloadError(LoopwardenError, ValueError):
-    """The hook payload is not a Claude Code hook input loopwarden can read."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,10 @@ loopwarden's entries are recognised by their command (a ``loopwarden`` executabl
 ``python -m loopwarden`` running ``claude-hook``), never by position, so installing again with
 other options replaces them in place (keeping a matcher or timeout the user set on them), and
 everything else in the file stays as it was.
+
+Codex CLI (``hooks.json``) and Gemini CLI (``settings.json``) keep their hooks in the same
+shape, so the same functions edit theirs: ``events``, ``tool_events`` and ``subcommand`` name
+the host's events and loopwarden's hook command for it (``codex-hook``, ``gemini-hook``).
 """
 
 from __future__ import annotations
@@ -25,14 +29,9 @@ from collections.abc import Sequence
 from pathlib import PureWindowsPath
 from typing import Any
 
-__all__ = [
-    "HOOK_EVENTS",
-    "SettingsError",
-    "hook_command",
-    "install",
-    "is_loopwarden_command",
-    "uninstall",
-]
+from ..base.errors import SettingsError
+
+__all__ = ["SettingsError", "hook_command", "install", "uninstall"]
 
 HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
@@ -40,16 +39,13 @@ _SUBCOMMAND = "claude-hook"
 _MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden.cli._entry"})
 
 
-class SettingsError(ValueError):
-    """The settings hold something loopwarden will not edit (``hooks`` that is no object...)."""
-
-
 def hook_command(executable: Sequence[str], *, config: str | None = None,
                  db: str | None = None, agent: str | None = None,
-                 preset: str | None = None, exit_behavior: str | None = None) -> str:
+                 preset: str | None = None, exit_behavior: str | None = None,
+                 subcommand: str = _SUBCOMMAND) -> str:
     """The shell command of the hook entries: ``executable`` (its argv, e.g. the absolute path
-    of the ``loopwarden`` script) running ``claude-hook`` with the options given, quoted."""
-    argv = [*executable, _SUBCOMMAND]
+    of the ``loopwarden`` script) running ``subcommand`` with the options given, quoted."""
+    argv = [*executable, subcommand]
     for flag, value in (("--config", config), ("--db", db), ("--agent", agent),
                         ("--preset", preset), ("--exit-behavior", exit_behavior)):
         if value is not None:
@@ -57,17 +53,17 @@ def hook_command(executable: Sequence[str], *, config: str | None = None,
     return shlex.join(argv)
 
 
-def is_loopwarden_command(command: object) -> bool:
-    """Whether a hook command runs ``loopwarden claude-hook`` (any path, any options)."""
+def is_loopwarden_command(command: object, subcommand: str = _SUBCOMMAND) -> bool:
+    """Whether a hook command runs ``loopwarden SUBCOMMAND`` (any path, any options)."""
     if not isinstance(command, str):
         return False
     try:
         argv = shlex.split(command)
     except ValueError:  # unbalanced quotes: not a command loopwarden wrote
         return False
-    if _SUBCOMMAND not in argv:
+    if subcommand not in argv:
         return False
-    at = argv.index(_SUBCOMMAND)
+    at = argv.index(subcommand)
     if at == 1:
         # Either separator: a settings.json may have been written on Windows.
         name = PureWindowsPath(argv[0]).name.lower()
@@ -75,8 +71,11 @@ def is_loopwarden_command(command: object) -> bool:
     return at >= 3 and argv[at - 2] == "-m" and argv[at - 1] in _MODULES
 
 
-def install(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    """``settings`` with loopwarden's four hook entries running ``command``.
+def install(settings: dict[str, Any], command: str, *,
+            events: Sequence[str] = HOOK_EVENTS, tool_events: frozenset[str] = _TOOL_EVENTS,
+            subcommand: str = _SUBCOMMAND) -> dict[str, Any]:
+    """``settings`` with loopwarden's hook entries (one per event of ``events``; those in
+    ``tool_events`` match every tool) running ``command``.
 
     An event that already has a loopwarden entry keeps it where it is, with the new command;
     any further loopwarden entries of that event are removed. An event without one gets a new
@@ -84,19 +83,19 @@ def install(settings: dict[str, Any], command: str) -> dict[str, Any]:
     result = copy.deepcopy(settings)
     hooks = _hooks_object(result, create=True)
     assert hooks is not None  # (create=True makes one)
-    for event in HOOK_EVENTS:
+    for event in events:
         groups = _event_groups(hooks, event)
-        placed = _replace_entries(groups, command)
+        placed = _replace_entries(groups, command, subcommand)
         if not placed:
             group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
-            if event in _TOOL_EVENTS:
+            if event in tool_events:
                 group = {"matcher": "*", **group}
             groups.append(group)
         hooks[event] = groups
     return result
 
 
-def uninstall(settings: dict[str, Any]) -> dict[str, Any]:
+def uninstall(settings: dict[str, Any], *, subcommand: str = _SUBCOMMAND) -> dict[str, Any]:
     """``settings`` without loopwarden's hook entries, and without the groups, event lists and
     ``hooks`` object that removing them left empty. Everything else stays."""
     result = copy.deepcopy(settings)
@@ -107,7 +106,8 @@ def uninstall(settings: dict[str, Any]) -> dict[str, Any]:
         groups = hooks[event]
         if not isinstance(groups, list):
             continue  # not Claude Code's shape, and not loopwarden's to judge
-        kept = [g for g in (_without_ours(group) for group in groups) if g is not None]
+        kept = [g for g in (_without_ours(group, subcommand) for group in groups)
+                if g is not None]
         if kept or not groups:
             hooks[event] = kept
         else:
@@ -141,21 +141,21 @@ def _entries(group: Any) -> list[Any] | None:
     return entries if isinstance(entries, list) else None
 
 
-def _is_ours(entry: Any) -> bool:
-    return isinstance(entry, dict) and is_loopwarden_command(entry.get("command"))
+def _is_ours(entry: Any, subcommand: str = _SUBCOMMAND) -> bool:
+    return isinstance(entry, dict) and is_loopwarden_command(entry.get("command"), subcommand)
 
 
-def _replace_entries(groups: list[Any], command: str) -> bool:
+def _replace_entries(groups: list[Any], command: str, subcommand: str = _SUBCOMMAND) -> bool:
     """Point the first loopwarden entry at ``command`` and drop any other (and a group left
     empty by that); returns whether there was one."""
     placed = False
     for index, group in enumerate(list(groups)):
         entries = _entries(group)
-        if entries is None or not any(_is_ours(entry) for entry in entries):
+        if entries is None or not any(_is_ours(entry, subcommand) for entry in entries):
             continue
         kept = []
         for entry in entries:
-            if not _is_ours(entry):
+            if not _is_ours(entry, subcommand):
                 kept.append(entry)
             elif not placed:
                 kept.append({**entry, "type": "command", "command": command})
@@ -167,12 +167,12 @@ def _replace_entries(groups: list[Any], command: str) -> bool:
     return placed
 
 
-def _without_ours(group: Any) -> Any:
+def _without_ours(group: Any, subcommand: str = _SUBCOMMAND) -> Any:
     """The group without loopwarden's entries; None when they were all it held."""
     entries = _entries(group)
-    if entries is None or not any(_is_ours(entry) for entry in entries):
+    if entries is None or not any(_is_ours(entry, subcommand) for entry in entries):
         return group
-    kept = [entry for entry in entries if not _is_ours(entry)]
+    kept = [entry for entry in entries if not _is_ours(entry, subcommand)]
     if not kept:
         return None
     return {**group, "hooks": kept}

@@ -55,11 +55,11 @@ from ..guard import (
     STOP_MESSAGE,
     BatchAdmission,
     Detection,
+    EndOfRun,
     ExitBehavior,
     LoopGuard,
     Verdict,
     append_note,
-    check_exit_behavior,
     continuing,
     terminated_error,
 )
@@ -121,7 +121,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         self.guard = guard
         self.session = session
         self.agent_id = agent_id
-        self.exit_behavior = check_exit_behavior(exit_behavior)
+        self.end_of_run = EndOfRun(exit_behavior)
+        self.exit_behavior = self.end_of_run.behavior
         self.tools = []
 
     # -- run ids --------------------------------------------------------------------------
@@ -219,17 +220,19 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
                                                             strict=True)}
             return {ADMITTED_KEY: {"message": message.id, "notes": notes}}
         verdicts: Sequence[Verdict] = admission.verdicts
-        stop = admission.terminal and self.exit_behavior != "continue"
-        if not stop:
+        action = self.end_of_run.action(admission.terminal)
+        if action in (None, "recover"):
             verdicts = [continuing(v) for v in verdicts]
         answers: list[AnyMessage] = [_blocked_message(c, v)
                                      for c, v in zip(calls, verdicts, strict=True)]
         update: dict[str, Any] = {ADMITTED_KEY: {"message": message.id, "notes": {}}}
-        if stop:
+        if action in ("end", "raise"):
+            # Both end the run here; "raise" raises in after_agent (an after_model hook that
+            # raised would leave the run's state unwritten).
             trigger = next(v for v in verdicts if v.detection is not None)
             answers.append(_stop_message())
             update["jump_to"] = "end"
-            if self.exit_behavior == "error":
+            if action == "raise":
                 update[STOP_KEY] = _stop_record(trigger, calls[0].session, calls[0].run)
         update["messages"] = answers
         return update
@@ -242,7 +245,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         (``exit_behavior="end"``)."""
         # Only a call admitted one by one (not by after_model) can leave a terminal block
         # here; a terminal batch already ended the run.
-        if self.exit_behavior != "end" or not _ends_run(_get(state, "messages") or []):
+        if not self.end_of_run.ends_runs or not _ends_run(_get(state, "messages") or []):
             return None
         return {"messages": [_stop_message()], "jump_to": "end"}
 
@@ -257,7 +260,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         """Raise the run's terminal stop as :class:`~loopwarden.LoopTerminatedError`
         (``exit_behavior="error"``)."""
         stop = _get(state, STOP_KEY)
-        if stop and self.exit_behavior == "error":
+        if stop and self.end_of_run.action(True) == "raise":
             raise _terminated(stop)
         return None
 
@@ -323,12 +326,9 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     def _blocked(self, call: _Call, verdict: Verdict) -> ToolMessage:
         """A call blocked on its own. At the terminal stop, "error" raises here (a tool node
         cannot write the stop to the state) and "end" marks the answer for before_model."""
-        if verdict.terminate:
-            if self.exit_behavior == "error":
-                raise terminated_error(verdict, session=call.session, run_id=call.run)
-            if self.exit_behavior == "continue":
-                verdict = continuing(verdict)
-        return _blocked_message(call, verdict)
+        if self.end_of_run.action(verdict.terminate) == "raise":
+            raise terminated_error(verdict, session=call.session, run_id=call.run)
+        return _blocked_message(call, self.end_of_run.answer(verdict))
 
     def _call(self, request: ToolCallRequest) -> _Call:
         tool_call = request.tool_call

@@ -82,11 +82,10 @@ from ..guard import (
     STOP_MESSAGE,
     BatchAdmission,
     CompactionLoopPersistedError,
+    EndOfRun,
     ExitBehavior,
     LoopGuard,
     Verdict,
-    check_exit_behavior,
-    continuing,
     terminated_error,
 )
 
@@ -183,7 +182,8 @@ class LoopGuardrails:
         self.guard = guard
         self.session = session
         self.agent_id = agent_id
-        self.exit_behavior = check_exit_behavior(exit_behavior)
+        self.end_of_run = EndOfRun(exit_behavior)
+        self.exit_behavior = self.end_of_run.behavior
         self._runs = _Runs()
         self.input: ToolInputGuardrail[Any] = ToolInputGuardrail(self._before, GUARDRAIL_NAME)
         self.output: ToolOutputGuardrail[Any] = ToolOutputGuardrail(self._after, GUARDRAIL_NAME)
@@ -223,7 +223,7 @@ class LoopGuardrails:
     def install_stop(self, agent: Agent[Any]) -> None:
         """Let ``agent`` end a run at the terminal stop (``exit_behavior="end"``): its
         ``tool_use_behavior`` is wrapped, once; outside a terminal stop it behaves as before."""
-        if self.exit_behavior != "end":
+        if not self.end_of_run.ends_runs:
             return
         behavior = agent.tool_use_behavior
         if isinstance(behavior, _StopAtLoop) and behavior.rails is self:
@@ -284,14 +284,13 @@ class LoopGuardrails:
 
     def _blocked(self, run: _Run, session: str, verdict: Verdict,
                  trigger: Verdict | None) -> ToolGuardrailFunctionOutput:
-        if verdict.terminate:
-            if self.exit_behavior == "error":
-                error = terminated_error(trigger or verdict, session=session, run_id=run.run_id)
-                raise AgentsLoopTerminatedError(error)
-            if self.exit_behavior == "continue":
-                verdict = continuing(verdict)
-            else:
-                run.stopped = True
+        action = self.end_of_run.action(verdict.terminate)
+        if action == "raise":
+            error = terminated_error(trigger or verdict, session=session, run_id=run.run_id)
+            raise AgentsLoopTerminatedError(error)
+        if action == "end":
+            run.stopped = True
+        verdict = self.end_of_run.answer(verdict)
         return ToolGuardrailFunctionOutput.reject_content(
             verdict.message or "", output_info=verdict.blocked_result())
 

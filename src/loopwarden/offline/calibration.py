@@ -21,21 +21,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..base.errors import LoopwardenError
+from ..base.errors import CalibrationError
 from ..base.types import ToolCall
 from ..config import LoopDetectionConfig
 from ..engine import LoopDetector
 from ..engine.detectors import DETECTORS, Facts, Limits, Prospect
 from ..engine.history import SessionState
 
-__all__ = ["Calibration", "CalibrationError", "RunScores", "calibrate", "score_run"]
+__all__ = ["CalibrationError", "calibrate", "score_run"]
 
 MIN_WARNING = 3
 MIN_UNKNOWN_TOOL = 2
-
-
-class CalibrationError(LoopwardenError, ValueError):
-    """Too few good runs for the requested bound, or no runs at all."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..base.errors import LoopwardenError
+from ..base.errors import LabelError
 from ..config import LoopDetectionConfig
 from .findings import Finding
 from .scan import FileScan, scan_file
@@ -40,31 +40,17 @@ from .transcripts._common import not_regular_reason
 __all__ = [
     "GROUPINGS",
     "EvalReport",
-    "EvalSummary",
     "GroupMetrics",
-    "HeldOut",
-    "Label",
     "LabelError",
-    "TranscriptOutcome",
     "evaluate",
     "fraction",
     "group_by",
     "groups_table",
     "held_out_table",
-    "judge",
     "leave_one_out",
     "load_labels",
     "markdown_table",
-    "parse_labels",
-    "repository_of",
-    "resolve_transcript",
-    "summarize",
-    "summary_rows",
 ]
-
-
-class LabelError(LoopwardenError, ValueError):
-    """A labels file that cannot be used; the message names the entry and the field."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,12 @@ class Finding:
     run_id: str | None = None
     timing: str = "before"  # "before" the call ran, or "after" its outcome (post-outcome warning)
     learned: tuple[str, ...] = ()  # the tool's learned volatile fields at that point
+    terminal: bool = False  # the terminal stop: a second critical in the run, which ends it
+
+    @property
+    def call_number(self) -> int:
+        """The call's number as a person counts it, from 1 (``index`` counts from 0)."""
+        return self.index + 1
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as plain data, one key per field."""
@@ -60,17 +66,19 @@ def replay(
                                        result=call.result, error=call.error,
                                        run_id=call.run_id, call_id=call_id)
         if events:  # a warn or block before the call emits one event; later ones are post-outcome
-            _collect(findings, events, index, call, 1 if before.action != "allow" else 0)
+            _collect(findings, events, index, call, 1 if before.action != "allow" else 0,
+                     terminal=before.terminate)
     return findings
 
 
 def _collect(findings: list[Finding], events: list[LoopEvent], index: int, call: ToolCall,
-             before: int) -> None:
+             before: int, *, terminal: bool = False) -> None:
     for position, event in enumerate(events):
         timing = "before" if position < before else "after"
         findings.append(Finding(
             index=index, call_id=call.call_id, tool=event.tool, level=event.level,
             action=event.action, detector=event.detector, count=event.count,
             message=event.message, run_id=call.run_id, timing=timing, learned=event.learned,
+            terminal=terminal and timing == "before" and event.action == "block",
         ))
     events.clear()

@@ -34,20 +34,7 @@ from .findings import Finding, replay
 from .transcripts import ReadProblem, detect_format, read_transcript
 from .transcripts._common import not_regular_reason
 
-__all__ = [
-    "MAX_GAP",
-    "CallTrace",
-    "FileScan",
-    "LoopGroup",
-    "LoopSpan",
-    "covered_ranges",
-    "loop_groups",
-    "loop_spans",
-    "output_chars",
-    "output_text",
-    "scan_file",
-    "scanning",
-]
+__all__ = ["FileScan", "scanning"]
 
 #: Other calls tolerated in a row between two calls of one loop pattern.
 MAX_GAP = 3
@@ -267,9 +254,15 @@ class FileScan:
         return next((f for f in self.findings if f.action == action), None)
 
     def first_label(self, action: str) -> str:
-        """``"#12 known_poll_no_progress"`` for the first finding with ``action``, else ``""``."""
+        """``"#12 known_poll_no_progress"`` for the first finding with ``action``, else ``""``
+        (the call's number counted from 1)."""
         finding = self.first(action)
-        return "" if finding is None else f"#{finding.index} {finding.detector}"
+        return "" if finding is None else f"#{finding.call_number} {finding.detector}"
+
+    @property
+    def stop(self) -> Finding | None:
+        """The terminal stop: the first block that would have ended its run, if any."""
+        return next((f for f in self.findings if f.terminal), None)
 
     def without_trace(self) -> FileScan:
         """The scan itself, its per-call trace dropped (it holds every call's data)."""

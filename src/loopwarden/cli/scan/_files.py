@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,23 +48,6 @@ class ScanOutcome:
     def scans(self) -> list[FileScan]:
         """Every scanned transcript's scan, in the order scanned."""
         return [row.scan for row in self.rows]
-
-
-@contextmanager
-def _stdin_copy(paths: Sequence[Path]) -> Iterator[Path | None]:
-    """Standard input copied to a temporary file when ``-`` is an argument: the readers and
-    the format sniffer take files, and a pipe can be read only once."""
-    if not any(str(path) == STDIN for path in paths):
-        yield None
-        return
-    handle, name = tempfile.mkstemp(prefix="loopwarden-stdin-")
-    try:
-        with os.fdopen(handle, "wb") as copy:
-            if sys.stdin is not None:
-                shutil.copyfileobj(sys.stdin.buffer, copy)
-        yield Path(name)
-    finally:
-        os.unlink(name)
 
 
 def _scan_all(paths: Sequence[Path], config: LoopDetectionConfig, format: str,

@@ -12,8 +12,9 @@ from ...config import LoopDetectionConfig
 from ...offline.report._text import json_text, printable
 from ...offline.report.table import CLEAN_LIST_LIMIT, SORTS, STDIN, sort_rows
 from ...offline.transcripts import FORMATS
-from .._common import check_paths_exist, fail, note, stderr
-from ._files import PARALLEL_MIN_BYTES, _scan_all, _stdin_copy
+from .._common import check_paths_exist, fail, note, stderr, stdin_copy
+from .._exits import write_out
+from ._files import PARALLEL_MIN_BYTES, _scan_all
 from ._options import (
     _AgentOption,
     _config_or_exit,
@@ -85,14 +86,14 @@ def scan(
     report = _html_report(config, tokenizer, price_per_mtok) if html is not None else None
     if html is None and (tokenizer != "chars" or price_per_mtok is not None):
         note("--tokenizer and --price-per-mtok only change the --html report")
-    with _stdin_copy(paths) as stdin_file:
+    with stdin_copy(paths) as stdin_file:
         outcome = _scan_all(paths, config, format, report, jobs, stdin_file)
     if report is not None and html is not None:
         _write_html(report, html)
     rows = sort_rows([row for row in outcome.rows if row.scan.findings or not only_findings],
                      sort)
     if as_json:
-        typer.echo(json_text(_scan_json(outcome, [row.scan for row in rows], config), indent=2))
+        write_out(json_text(_scan_json(outcome, [row.scan for row in rows], config), indent=2))
         _print_skipped([skip for skip in outcome.skipped if _loud(skip)], summary=False)
     else:
         _print_scan(paths, outcome, rows, list_all)

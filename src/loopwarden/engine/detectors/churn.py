@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..history import OUTCOME_WRITE_MUTATION, CallRecord, RunView, SessionState
+from ...fingerprint.outcomes import OUTCOME_WRITE_MUTATION
+from ..history import CallRecord, RunView, SessionState
 from .base import NO_CHURN, Churn, Detector, Limits, Prospect, Score
 from .streaks import tool_tail_may_reach
 

@@ -6,13 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..history import (
-    OUTCOME_TERMINAL_EXEC_FAILURE,
-    OUTCOME_VETO,
-    CallRecord,
-    RunView,
-    SessionState,
-)
+from ...fingerprint.outcomes import OUTCOME_TERMINAL_EXEC_FAILURE
+from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
 from .base import NO_STREAK, Detector, Limits, Prospect, Score, Streak
 
 if TYPE_CHECKING:

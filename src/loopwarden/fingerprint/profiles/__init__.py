@@ -5,7 +5,7 @@ A :class:`ProfileRegistry` maps tool names (and aliases) to immutable :class:`To
 records. :data:`default_registry` holds profiles that reproduce OpenClaw's built-in tools; users
 add their own instead of forking::
 
-    from loopwarden.fingerprint import profiles
+    from loopwarden import profiles
     profiles.register("check_job", poll=True, volatile_keys={"checked_at"})
 
 Registries are copy-on-write: readers take one immutable snapshot, writers publish a new one under
@@ -21,41 +21,19 @@ from __future__ import annotations
 from typing import Final
 
 # (`name as name`: names outside __all__ that callers import from here, re-exported.)
-from .builtin import MESSAGE_SEND_ACTIONS, SEND_VOLATILE_KEYS
 from .builtin import _builtin_profiles as _builtin_profiles
-from .registry import (
-    MUTATING_NAME_VERBS,
-    ProfileRegistry,
-    ToolProfile,
-    mutating_by_name,
-)
 from .registry import PROJECTION_EXEC as PROJECTION_EXEC
 from .registry import PROJECTION_PROCESS as PROJECTION_PROCESS
 from .registry import PROJECTION_WRITE as PROJECTION_WRITE
 from .registry import ArgsPredicate as ArgsPredicate
+from .registry import ProfileRegistry, ToolProfile, mutating_by_name
 from .registry import WaitSeconds as WaitSeconds
 from .registry import bare_tool_name as bare_tool_name
 from .shell import shell_changes_files as shell_changes_files
 from .shell import shell_only_sleeps as shell_only_sleeps
 from .shell import shell_wait_seconds as shell_wait_seconds
 
-__all__ = [
-    "MESSAGE_SEND_ACTIONS",
-    "MUTATING_NAME_VERBS",
-    "SEND_VOLATILE_KEYS",
-    "ProfileRegistry",
-    "ToolProfile",
-    "add",
-    "canonical_name",
-    "default_registry",
-    "get",
-    "is_known_poll",
-    "is_mutating",
-    "is_send_like",
-    "mutating_by_name",
-    "register",
-    "unregister",
-]
+__all__ = ["ProfileRegistry", "ToolProfile", "default_registry", "mutating_by_name"]
 
 default_registry: Final = ProfileRegistry(_builtin_profiles())
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import AsyncStore, CircuitBreaker, Store, StoreError
+from .base import CircuitBreaker, Store, StoreError
 from .memory import MemoryStore
 
-__all__ = ["AsyncStore", "CircuitBreaker", "MemoryStore", "RedisStore", "SQLiteStore", "Store",
-           "StoreError"]
+__all__ = ["CircuitBreaker", "MemoryStore", "RedisStore", "SQLiteStore", "Store", "StoreError"]
 
 
 def __getattr__(name: str) -> Any:

@@ -27,9 +27,6 @@ from ...engine.history import SessionState
 from ...fingerprint import canonical_json, orjson_safe
 from ..events import LoopEvent
 
-__all__ = ["EVENT_FIELDS", "StateDecoder", "decode_state", "dumps", "encode_state",
-           "event_from_values", "field_text", "loads", "storable_id", "text_value"]
-
 log = get_logger("loopwarden.stores")
 
 Kind = Literal["str", "int", "tuple", "json"]
@@ -160,8 +157,8 @@ _KINDS: dict[str, Kind] = {
 
 
 def field_text(name: str, value: Any) -> str | None:
-    """An event field as flat text (``None`` for an absent or empty value)."""
-    if value is None or (isinstance(value, (tuple, list, dict)) and not value):
+    """An event field as flat text (``None`` for an absent or empty value, or a false flag)."""
+    if value is None or value is False or (isinstance(value, (tuple, list, dict)) and not value):
         return None
     kind = _KINDS.get(name, "json")
     if kind == "int" and type(value) is int:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["RunSummary"]
-
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:

@@ -15,17 +15,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol, TypeVar, runtime_checkable
 
-from ...base.errors import LoopwardenError
+from ...base.errors import StoreError
 from ...engine.history import SessionState
 from ..events import LoopEvent
 
-__all__ = ["AsyncStore", "CircuitBreaker", "Store", "StoreError"]
+__all__ = ["StoreError"]
 
 T = TypeVar("T")
-
-
-class StoreError(LoopwardenError):
-    """A store could not be reached or failed; the guard fails open (or closed) on it."""
 
 
 @runtime_checkable

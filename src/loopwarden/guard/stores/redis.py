@@ -40,8 +40,6 @@ from ._codec import (
 )
 from .base import CircuitBreaker, StoreError
 
-__all__ = ["RedisStore"]
-
 T = TypeVar("T")
 
 

@@ -389,7 +389,8 @@ def _read_text(raw: bytes) -> str:
 
 def _event_row(event: LoopEvent) -> tuple[Any, ...]:
     extra = {name: value for name in _EXTRA_FIELDS
-             if (value := getattr(event, name)) not in (None, (), [], {})}
+             if (value := getattr(event, name)) not in (None, (), [], {})
+             and value is not False}  # a flag left at its default takes no room
     encoded = dumps(extra).decode() if extra else None
     values = (getattr(event, c) for c in _EVENT_COLUMNS)
     return (*(_text_param(v) if isinstance(v, str) else v for v in values), encoded)

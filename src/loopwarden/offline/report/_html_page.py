@@ -32,7 +32,26 @@ from ._html_style import _CSS
 from .loops import LoopReport
 
 if TYPE_CHECKING:
-    from .html import HtmlReport
+    from typing import Protocol
+
+    from .tokens import TokenEstimate
+
+    class _Report(Protocol):
+        """What the page reads of an :class:`~loopwarden.offline.report.html.HtmlReport`
+        (named by what it reads, so the page imports nothing of the report that builds it)."""
+
+        @property
+        def title(self) -> str: ...
+        @property
+        def settings(self) -> Mapping[str, object]: ...
+        @property
+        def tokens(self) -> TokenEstimate: ...
+        @property
+        def price_per_mtok(self) -> float | None: ...
+        @property
+        def _flagged(self) -> list[_Flagged]: ...
+        @property
+        def _clean(self) -> list[FileScan]: ...
 
 # What each detector means, in plain words (only those in the report are listed).
 _DETECTORS = {
@@ -69,7 +88,7 @@ class _Flagged:
 class _Page:
     """One rendering of a report: ranks files and loops, numbers their anchors."""
 
-    def __init__(self, report: HtmlReport, svgs: Mapping[int, str]) -> None:
+    def __init__(self, report: _Report, svgs: Mapping[int, str]) -> None:
         self.report = report
         self.svgs = svgs
         self.flagged = sorted(report._flagged, key=lambda f: f.waste, reverse=True)
@@ -159,7 +178,7 @@ class _Page:
         heads = ["loop #", "transcript", "loop", "calls", "output chars", "≈ tokens"]
         if self.priced:
             heads.append("≈ cost")
-        heads += ["first warning", "first block"]
+        heads += ["first warning", "first block", "run stopped"]
         numeric = {"loop #", "calls", "output chars", "≈ tokens", "≈ cost"}
         head = "".join(f'<th{" class=num" if h in numeric else ""}>{escape(h)}</th>'
                        for h in heads)
@@ -180,7 +199,7 @@ class _Page:
              f'<a href="#file-{self.file_number[id(file)]}">{self._path(file.scan.path)}</a>'),
             ("loop", "",
              f'<a href="#loop-{rank}"><code>{escape(span.detector)}</code> on '
-             f"<code>{escape(span.tool)}</code></a>, calls {span.start}–{span.end} "
+             f"<code>{escape(span.tool)}</code></a>, calls {span.start + 1}–{span.end + 1} "
              f"{_level_badge(span.level)}"),
             ("calls", "num", f"{span.calls:,}"),
             ("output chars", "num", "?" if loop.chars is None else f"{loop.chars:,}"),
@@ -189,7 +208,8 @@ class _Page:
         if self.priced:
             cells.append(("≈ cost", "num", self._cost(loop.tokens)))
         cells += [("first warning", "call", _call_ref(loop.first_warning)),
-                  ("first block", "call", _call_ref(loop.first_block))]
+                  ("first block", "call", _call_ref(loop.first_block)),
+                  ("run stopped", "call", _call_ref(loop.stop))]
         return "<tr>" + "".join(_td(label, cls, html) for label, cls, html in cells) + "</tr>"
 
     # -- glossary ----------------------------------------------------------------------------
@@ -276,10 +296,10 @@ class _Page:
         span = loop.span
         parts = [f'<div class="loop {escape(span.level)}" id="loop-{rank}">',
                  f"<h4>Loop {rank}: <code>{escape(span.detector)}</code> on "
-                 f"<code>{escape(span.tool)}</code>, calls {span.start}–{span.end} "
+                 f"<code>{escape(span.tool)}</code>, calls {span.start + 1}–{span.end + 1} "
                  f"{_level_badge(span.level)}</h4>",
                  f"<p>{self._loop_facts(loop)}</p>"]
-        told = [_told(finding) for finding in (loop.first_warning, loop.first_block)
+        told = [_told(finding) for finding in (loop.first_warning, loop.first_block, loop.stop)
                 if finding is not None]
         if told:
             parts.append("<p><strong>What loopwarden would have told the model</strong></p>")
@@ -301,11 +321,14 @@ class _Page:
         text += ". "
         warning, block = loop.first_warning, loop.first_block
         if warning is not None:
-            text += f"First warning at call #{warning.index} (repeat count {warning.count}). "
+            text += f"First warning at call #{warning.call_number} (repeat count {warning.count}). "
         if block is not None:
             more = loop.count("block") - 1
-            text += f"First block at call #{block.index} (repeat count {block.count})"
+            text += f"First block at call #{block.call_number} (repeat count {block.count})"
             text += f", then {more:,} more block{_s(more)}. " if more else ". "
+            if loop.stop is not None:
+                text += (f"The run would have been stopped at call #{loop.stop.call_number} "
+                         "(a second critical loop in the run: the terminal stop). ")
         else:
             text += "Never blocked. "
         return text.strip()

@@ -40,7 +40,7 @@ def _td(label: str, cls: str, html: str) -> str:
 
 
 def _call_ref(finding: Finding | None) -> str:
-    return "—" if finding is None else f"call #{finding.index}"
+    return "—" if finding is None else f"call #{finding.call_number}"
 
 
 def _level_badge(level: str) -> str:
@@ -58,8 +58,11 @@ def _status_badge(scan: FileScan) -> str:
 
 
 def _told(finding: Finding) -> str:
-    action, index = finding.action, finding.index
-    if action == "block":
+    action, index = finding.action, finding.call_number
+    if action == "block" and finding.terminal:
+        who = (f"terminal stop at call #{index}: a second critical loop in the run; the call "
+               "does not run and the run ends here")
+    elif action == "block":
         who = (f"block at call #{index}: the call does not run; the model receives this "
                "instead of the tool's result")
     elif finding.level == "critical":
@@ -77,7 +80,7 @@ def _calls_table(loop: LoopReport) -> str:
     for call in loop.calls:
         result = ('<span class="meta">not kept (scan without keep_outputs)</span>'
                   if call.result is None else f"<pre>{escape(call.result)}</pre>")
-        repeats = f"×{call.repeats:,}, first at #{call.index}"
+        repeats = f"×{call.repeats:,}, first at #{call.index + 1}"
         rows.append("<tr>" + _td("calls", "", f"<code>{escape(call.tool)}</code><br>"
                                               f'<span class="meta">{repeats}</span>')
                     + _td("arguments", "args", f"<pre>{escape(call.args)}</pre>")
@@ -103,9 +106,9 @@ def _findings_details(scan: FileScan) -> str:
     head = "".join(f"<th>{h}</th>" for h in heads)
     rows = [
         f'<tr class="{escape(f.action)}">'
-        + _td("call #", "num", str(f.index)) + _td("run", "", escape(f.run_id or ""))
+        + _td("call #", "num", str(f.call_number)) + _td("run", "", escape(f.run_id or ""))
         + _td("tool", "", escape(f.tool)) + _td("level", "lvl", escape(f.level))
-        + _td("action", "", escape(f.action)) + _td("detector", "", escape(f.detector))
+        + _td("action", "", escape("stop" if f.terminal else f.action)) + _td("detector", "", escape(f.detector))
         + _td("count", "num", str(f.count)) + _td("message", "", escape(f.message)) + "</tr>"
         for f in scan.findings[:MAX_FINDING_ROWS]
     ]

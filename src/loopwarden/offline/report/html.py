@@ -22,13 +22,12 @@ from pathlib import Path
 
 from ..scan import FileScan, covered_ranges
 from ._html_page import _Flagged, _Page
-from ._html_parts import MAX_FINDING_ROWS
 from ._text import printable
 from .loops import loop_reports
 from .plotter import Plotter
 from .tokens import CharsEstimate, TokenEstimate
 
-__all__ = ["MAX_FINDING_ROWS", "HtmlReport", "render_html"]
+__all__ = ["HtmlReport"]
 
 
 class HtmlReport:

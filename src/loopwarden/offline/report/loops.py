@@ -19,16 +19,6 @@ from ..scan import CallTrace, FileScan, LoopSpan, loop_groups
 from ._text import printable
 from .tokens import TokenEstimate
 
-__all__ = [
-    "ARGS_LIMIT",
-    "MAX_SHOWN_CALLS",
-    "RESULT_LIMIT",
-    "LoopCall",
-    "LoopReport",
-    "excerpt",
-    "loop_reports",
-]
-
 #: Characters of a looping call's arguments shown (masked first, then cut).
 ARGS_LIMIT = 400
 #: Characters of a looping call's result shown.
@@ -71,6 +61,11 @@ class LoopReport:
     def first_block(self) -> Finding | None:
         """The span's first block, or None."""
         return next((f for f in self.findings if f.action == "block"), None)
+
+    @property
+    def stop(self) -> Finding | None:
+        """The span's terminal stop (the block that would have ended the run), or None."""
+        return next((f for f in self.findings if f.terminal), None)
 
     def count(self, action: str) -> int:
         """How many of the span's findings have ``action`` ("warn" or "block")."""

@@ -29,8 +29,6 @@ from typing import Any
 from ..findings import Finding
 from ..scan import CallTrace, FileScan, LoopSpan
 
-__all__ = ["Plotter"]
-
 # Plots waiting for the worker at most; beyond this the oldest is waited for, which bounds
 # the memory held by payloads when many transcripts have findings.
 _MAX_PENDING = 16

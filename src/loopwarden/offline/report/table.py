@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..findings import Finding
 from ..scan import FileScan
 from ._text import printable
 
@@ -40,6 +41,7 @@ __all__ = [
     "one_line",
     "print_scan_table",
     "sort_rows",
+    "unique_ellipses",
     "wrap_names",
 ]
 
@@ -102,6 +104,54 @@ def middle_ellipsis(text: str, width: int) -> str:
     tail_cells = cell_len(text[slash:]) if slash > 0 else room + 1
     tail = room - room // 2 if tail_cells * 3 > room * 2 else tail_cells
     return _start(text, room - tail) + _ELLIPSIS + _end(text, tail)
+
+
+def unique_ellipses(names: Sequence[str], width: int) -> list[str]:
+    """Each name cut to ``width`` cells like :func:`middle_ellipsis`, except that names which
+    would then read alike keep the part that tells them apart: five
+    ``…/agent-1d88af81-untitled-full.md`` files never all show as ``claude-code-…tled-full.md``.
+    Equal names stay equal."""
+    shown = [middle_ellipsis(name, width) for name in names]
+    groups: dict[str, set[str]] = {}
+    for name, cut in zip(names, shown, strict=True):
+        groups.setdefault(cut, set()).add(name)
+    for cut, group in groups.items():
+        if len(group) < 2:
+            continue
+        others = sorted(group)
+        better = {name: _distinct_ellipsis(name, width, [o for o in others if o != name])
+                  for name in others}
+        if len(set(better.values())) == len(better):
+            shown = [better.get(name, cut) if s == cut else s for name, s in zip(names, shown,
+                                                                               strict=True)]
+    return shown
+
+
+def _distinct_ellipsis(text: str, width: int, others: Sequence[str]) -> str:
+    """``text`` in ``width`` cells, showing the part between what it shares with ``others``
+    at the start and at the end (its distinct part), with the end of the name after it."""
+    prefix = max(_shared_start(text, o) for o in others)
+    suffix = max(_shared_start(text[::-1], o[::-1]) for o in others)
+    suffix = min(suffix, len(text) - prefix)
+    tail = text[prefix:]
+    if cell_len(tail) + 1 <= width:  # the start, then everything from the distinct part on
+        room = width - 1 - cell_len(tail)
+        return _start(text, room) + _ELLIPSIS + tail if room else _ELLIPSIS + tail
+    distinct = text[prefix:len(text) - suffix]
+    if cell_len(distinct) + 2 > width:  # too long to show whole: its start, at least
+        return _ELLIPSIS + _start(distinct, max(width - 1, 0))
+    room = width - 2 - cell_len(distinct)
+    end = _end(text[len(text) - suffix:], room - room // 2)
+    lead = _end(text[:prefix], room - cell_len(end))
+    return _ELLIPSIS + lead + distinct + _ELLIPSIS + end
+
+
+def _shared_start(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share at their start."""
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
 
 
 def wrap_names(text: str, width: int) -> str:
@@ -218,15 +268,17 @@ def sort_rows(rows: Sequence[Row], sort: str) -> list[Row]:
 # -- the table ---------------------------------------------------------------------------------
 
 _HEADERS = ("transcript", "format", "calls", "findings", "first\nwarn", "first\nblock",
-            "loop\ncalls", "loop\nchars", "detectors")
-_NAME, _FORMAT, _FINDINGS, _LOOP_CHARS, _DETECTORS = 0, 1, 3, 7, 8
+            "run\nstop", "loop\ncalls", "loop\nchars", "detectors")
+_NAME, _FORMAT, _FINDINGS, _STOP, _LOOP_CHARS, _DETECTORS = 0, 1, 3, 6, 8, 9
 #: The name column gives way down to this many cells; on a console too narrow even for that,
 #: the findings count and then the loop characters are left out (``--json`` has them).
 _NAME_MIN = 12
 _OPTIONAL = (_FINDINGS, _LOOP_CHARS)
 _UNDER = "  "  # indent of the detectors line under a name
-_CAPTION = ("first warn/block: call # (0-based). loop calls/chars: calls, and characters of "
-            "tool output, from a loop's first finding to its end.")
+_CAPTION = ("first warn/block: call # (from 1).{stop} loop calls/chars: calls, and characters "
+            "of tool output, from a loop's first finding to its end.")
+_STOP_CAPTION = (" run stop: the call where a second critical loop in the run would have ended "
+                 "it (the terminal stop).")
 
 
 def print_scan_table(console: Console, title: str, rows: Sequence[Row], *,
@@ -244,13 +296,15 @@ def print_scan_table(console: Console, title: str, rows: Sequence[Row], *,
         lead = "… and " if shown else ""
         console.print(Text(f"{lead}{len(clean)} clean files (no findings); --all to list them"))
     if shown:
-        console.print(Text(_CAPTION, style="dim"))
+        stop = _STOP_CAPTION if any(row.scan.stop for row in shown) else ""
+        console.print(Text(_CAPTION.format(stop=stop), style="dim"))
 
 
 def _cells(row: Row) -> list[str]:
     scan = row.scan
     return [one_line(row.name), scan.format or "?", str(scan.calls), str(len(scan.findings)),
-            _call_number(scan, "warn"), _call_number(scan, "block"), str(scan.loop_calls),
+            _call_number(scan.first("warn")), _call_number(scan.first("block")),
+            _call_number(scan.stop), str(scan.loop_calls),
             f"{scan.loop_chars:,}", _detectors(scan)]
 
 
@@ -258,14 +312,15 @@ def _detectors(scan: FileScan) -> str:
     return one_line(" ".join(sorted({f.detector for f in scan.findings})))
 
 
-def _call_number(scan: FileScan, action: str) -> str:
-    finding = scan.first(action)
-    return "" if finding is None else f"#{finding.index}"
+def _call_number(finding: Finding | None) -> str:
+    return "" if finding is None else f"#{finding.call_number}"
 
 
 def _table(rows: Sequence[Row], width: int) -> Table:
     cells = [_cells(row) for row in rows]
     columns = list(range(len(_HEADERS)))
+    if not any(values[_STOP] for values in cells):
+        columns.remove(_STOP)  # no run would have been stopped: no column for it
     if _total(_natural(columns, cells, under=False), 1) <= width:
         return _build(rows, cells, columns, width, under=False)
     # Too narrow for a detectors column: each row's detectors go on the lines under its name,
@@ -307,10 +362,11 @@ def _build(rows: Sequence[Row], cells: list[list[str]], columns: list[int], widt
         text = column in (_NAME, _FORMAT, _DETECTORS)
         table.add_column(_header(column, under), justify="left" if text else "right",
                          width=cell_width, no_wrap=True, overflow="crop")
-    for row, values in zip(rows, cells, strict=True):
+    names = unique_ellipses([values[_NAME] for values in cells], widths[0])
+    for row, values, shown in zip(rows, cells, names, strict=True):
         scan = row.scan
         style = "red" if scan.first("block") else ("yellow" if scan.findings else "")
-        name = Text(middle_ellipsis(values[_NAME], widths[0]))
+        name = Text(shown)
         if under and values[_DETECTORS]:
             lines = wrap_names(values[_DETECTORS], max(widths[0] - len(_UNDER), 1)).split("\n")
             name.append("".join(f"\n{_UNDER}{line}" for line in lines), style="dim")

@@ -24,21 +24,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
 
 from ..findings import Finding
 from ..scan import CallTrace, FileScan, loop_groups
 from ._text import printable
-
-__all__ = [
-    "MAX_POINTS",
-    "MAX_TOOL_ROWS",
-    "WINDOW_CONTEXT",
-    "TimelineView",
-    "timeline_figure",
-    "timeline_png",
-    "timeline_svg",
-    "timeline_view",
-]
 
 #: Tools beyond this many (least used first) share one "other tools" row.
 MAX_TOOL_ROWS = 12
@@ -79,7 +69,7 @@ class TimelineView:
         """What the view shows, for its caption: ``"calls 40–90 of 300"``, ``"300 calls"``."""
         parts = []
         if self.windowed:
-            parts.append(f"calls {self.start}–{self.end} of {self.calls}")
+            parts.append(f"calls {self.start + 1}–{self.end + 1} of {self.calls}")
         else:
             parts.append(f"{self.calls} calls")
         if self.bin > 1:
@@ -136,7 +126,9 @@ def timeline_figure(scan: FileScan, *, title: str | None = None) -> Figure:
     _draw_findings(axes, scan, trace, row_of, view)
     axes.set_yticks(range(len(rows)), labels=[_label(_cut(row, _LABEL_CHARS)) for row in rows],
                     fontsize=_FONT)
-    axes.set_xlabel("call # (transcript order)", fontsize=_FONT)
+    axes.set_xlabel("call # (transcript order, from 1)", fontsize=_FONT)
+    # Drawn at the 0-based index, labelled with the call's number as a person counts it.
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x + 1:g}"))
     axes.tick_params(axis="x", labelsize=_FONT)
     axes.grid(axis="x", alpha=0.25)
     name = title if title is not None else _short_name(scan.path)
@@ -290,7 +282,7 @@ def _label_firsts(axes: Axes, firsts: Sequence[Finding], trace: CallTrace,
         axes.scatter([x], [y], marker="v" if warn else "X", s=60,
                      color=_WARN_COLOUR if warn else _BLOCK_COLOUR, edgecolors="black",
                      linewidths=0.5, zorder=4)
-        text = f"{'warn' if warn else 'block'} #{finding.index}"
+        text = f"{'warn' if warn else 'block'} #{finding.call_number}"
         width = len(text) * _LABEL_CHAR_PT
         at = (x - low) * pt_per_call  # the marker, in points from the left
         # Labels run rightwards from their marker, unless that would leave the plot.

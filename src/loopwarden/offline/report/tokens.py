@@ -14,18 +14,10 @@ import importlib
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from ...base.errors import TokenizerError
 from ..scan import CallTrace
 
-__all__ = [
-    "CHARS_PER_TOKEN",
-    "DEFAULT_ENCODING",
-    "TOKENIZERS",
-    "CharsEstimate",
-    "TiktokenCount",
-    "TokenEstimate",
-    "TokenizerError",
-    "token_estimator",
-]
+__all__ = ["TokenizerError", "token_estimator"]
 
 #: The usual rule of thumb for English text and code with OpenAI and Anthropic tokenizers.
 CHARS_PER_TOKEN = 4
@@ -33,10 +25,6 @@ CHARS_PER_TOKEN = 4
 DEFAULT_ENCODING = "o200k_base"
 #: The ``--tokenizer`` choices (``tiktoken:NAME`` also names an encoding).
 TOKENIZERS = ("chars", "tiktoken")
-
-
-class TokenizerError(Exception):
-    """A tokenizer that cannot be used here: not installed, or its encoding cannot be loaded."""
 
 
 class TokenEstimate(Protocol):

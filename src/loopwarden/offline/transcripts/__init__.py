@@ -20,13 +20,12 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from loopwarden.base.errors import CallbackError
 from loopwarden.base.types import ToolCall
 from loopwarden.offline.transcripts._common import (
-    CallbackError,
     ProblemCallback,
     ReadProblem,
     Reporter,
-    content_text,
     not_regular_reason,
     open_regular,
 )
@@ -35,14 +34,7 @@ from loopwarden.offline.transcripts._formats import BY_NAME, FORMATS
 
 from ...base.log import get_logger
 
-__all__ = [
-    "FORMATS",
-    "ReadProblem",
-    "content_text",
-    "detect_format",
-    "iter_transcript_files",
-    "read_transcript",
-]
+__all__ = ["FORMATS", "ReadProblem", "detect_format", "iter_transcript_files", "read_transcript"]
 
 logger = get_logger("loopwarden.transcripts")
 

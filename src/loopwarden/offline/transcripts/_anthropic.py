@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from loopwarden.base.types import ToolCall
-from loopwarden.offline.transcripts._common import CallQueue, Reporter, content_text
+from loopwarden.offline.transcripts._common import CallQueue, Reporter
 
-__all__ = ["Conversation"]
+from ...base.text import content_text
 
 
 class Conversation:

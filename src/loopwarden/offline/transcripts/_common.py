@@ -15,26 +15,8 @@ import orjson
 
 from loopwarden.base.types import MISSING, ToolCall
 
-from ...base.errors import LoopwardenError
+from ...base.errors import CallbackError, NotRegularFileError
 from ...base.log import get_logger
-from ...base.text import content_text
-
-__all__ = [
-    "CallQueue",
-    "NotRegularFileError",
-    "ProblemCallback",
-    "ReadProblem",
-    "Reporter",
-    "Turns",
-    "content_text",
-    "first_line_is_object",
-    "iter_json_lines",
-    "load_json_document",
-    "not_regular_reason",
-    "open_regular",
-    "parse_json_args",
-    "read_lines_or_document",
-]
 
 logger = get_logger("loopwarden.transcripts")
 
@@ -55,10 +37,6 @@ _SPECIAL_KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISDIR, "a folder"),
 )
-
-
-class NotRegularFileError(OSError):
-    """Raised by :func:`open_regular` for anything that is not a regular file."""
 
 
 def not_regular_reason(path: Path) -> str | None:
@@ -112,18 +90,6 @@ class ReadProblem:
 
 
 ProblemCallback = Callable[[ReadProblem], None]
-
-
-class CallbackError(LoopwardenError):
-    """Carries an exception raised by the caller's ``on_problem`` through the safety net.
-
-    The defensive wrapper around every reader swallows reader bugs, but a callback that raises
-    is the caller asking to stop (a strict mode), so that exception must reach the caller.
-    """
-
-    def __init__(self, original: BaseException) -> None:
-        super().__init__(str(original))
-        self.original = original
 
 
 class Reporter:

@@ -29,8 +29,6 @@ from loopwarden.offline.transcripts._formats import (
 
 from ...base.log import get_logger
 
-__all__ = ["HEAD_BYTES", "detect_format"]
-
 logger = get_logger("loopwarden.transcripts")
 
 HEAD_BYTES = 64 * 1024

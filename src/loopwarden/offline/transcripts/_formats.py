@@ -23,9 +23,6 @@ from loopwarden.offline.transcripts import (
 )
 from loopwarden.offline.transcripts._common import Reporter
 
-__all__ = ["BY_NAME", "DOCUMENT_SNIFFERS", "FORMATS", "HEAD_SNIFFERS", "RECORD_SNIFFERS",
-           "TranscriptFormat"]
-
 Reader = Callable[[Path, Reporter], Iterator[ToolCall]]
 
 

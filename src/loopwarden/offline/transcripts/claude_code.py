@@ -18,8 +18,6 @@ from loopwarden.base.types import ToolCall
 from loopwarden.offline.transcripts._anthropic import Conversation
 from loopwarden.offline.transcripts._common import Reporter, iter_json_lines
 
-__all__ = ["read", "sniff"]
-
 _SESSION_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid")
 
 

@@ -28,8 +28,6 @@ from loopwarden.base.types import ToolCall
 from loopwarden.offline.transcripts._anthropic import Conversation
 from loopwarden.offline.transcripts._common import Reporter, open_regular
 
-__all__ = ["read", "sniff"]
-
 _HEADERS = {"### User": "user", "### Assistant": "assistant"}
 _SEPARATORS = frozenset({"---", "## Conversation"})
 _BLOCK_ARRAY = re.compile(r"\[\s*(\{|\])")

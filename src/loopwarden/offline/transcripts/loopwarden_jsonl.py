@@ -21,8 +21,6 @@ from loopwarden.base.types import MISSING, ToolCall
 from loopwarden.fingerprint import json_bytes
 from loopwarden.offline.transcripts._common import Reporter, iter_json_lines
 
-__all__ = ["read", "sniff"]
-
 _FOREIGN_KEYS = ("role", "type", "message", "action", "observation")
 
 

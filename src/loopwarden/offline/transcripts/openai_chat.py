@@ -32,13 +32,12 @@ from loopwarden.base.types import ToolCall
 from loopwarden.offline.transcripts._common import (
     Reporter,
     Turns,
-    content_text,
     iter_json_lines,
     parse_json_args,
     read_lines_or_document,
 )
 
-__all__ = ["read", "sniff"]
+from ...base.text import content_text
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _CONVERSATION_KEYS = ("traj", "messages")

@@ -23,14 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.base.types import ToolCall
-from loopwarden.offline.transcripts._common import (
-    CallQueue,
-    Reporter,
-    content_text,
-    iter_json_lines,
-)
+from loopwarden.offline.transcripts._common import CallQueue, Reporter, iter_json_lines
 
-__all__ = ["read", "sniff"]
+from ...base.text import content_text
 
 _CALL_BLOCK_TYPES = frozenset({"toolCall", "tool_use", "toolUse", "functionCall"})
 _RECORD_TYPES = frozenset(

@@ -32,12 +32,11 @@ from loopwarden.base.types import MISSING, ToolCall
 from loopwarden.offline.transcripts._common import (
     Reporter,
     Turns,
-    content_text,
     iter_json_lines,
     read_lines_or_document,
 )
 
-__all__ = ["read", "sniff"]
+from ...base.text import content_text
 
 _NOT_TOOLS = frozenset(
     {"message", "system", "recall", "change_agent_state", "null", "initialize", "start"}

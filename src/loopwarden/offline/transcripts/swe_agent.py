@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.base.types import MISSING, ToolCall
-from loopwarden.offline.transcripts._common import Reporter, content_text, load_json_document
+from loopwarden.offline.transcripts._common import Reporter, load_json_document
 
-__all__ = ["read", "sniff"]
+from ...base.text import content_text
 
 
 def sniff(value: Any) -> bool:

@@ -1,0 +1,112 @@
+"""Codex CLI hooks, translated for the guard: one hook payload in, one hook output out.
+
+Codex CLI runs command hooks on Claude Code's layout (``hooks.json`` or ``[[hooks.*]]`` tables
+in ``config.toml``) with Claude-shaped payloads, observed in Codex 0.171.0: the shell tool is
+``tool_name: "Bash"`` with ``tool_input.command``, MCP tools are ``mcp__<server>__<tool>``,
+every call has a ``tool_use_id`` and every turn a ``turn_id``.
+
+Ids: session = ``session_id`` (Codex's thread), run = ``turn_id`` (one user prompt's turn),
+call id = ``tool_use_id``. The Bash tool's ``tool_response`` is the command's output text
+without its exit code, so a failure reaches the guard only as the text it printed.
+
+What reaches the model: a blocked call is denied (``permissionDecision: "deny"``), which Codex
+hands to the model as "Command blocked by PreToolUse hook: <reason>"; a warning goes out as
+``additionalContext``, which Codex adds to the conversation as a developer message.
+
+The terminal stop: Codex cannot end a run from a tool hook — a PreToolUse answer carrying
+``continue: false`` is rejected whole and the call runs. So the terminal call is denied with
+the terminal text, and the guard keeps the run stopped
+(:attr:`~loopwarden.guard.LoopGuard.deny_after_stop`): every later call of the turn is denied
+with :data:`~loopwarden.guard.STOP_MESSAGE`, none runs, and the model is left to answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..guard import TERMINAL_TEXT, CompactionLoopPersistedError, LoopGuard, Verdict
+from .claude_code_hook import HookPayloadError, context_output
+
+__all__ = ["HANDLED_EVENTS", "CodexHook", "pre_tool_use_output"]
+
+HANDLED_EVENTS = ("PreToolUse", "PostToolUse")
+"""The Codex hook events loopwarden acts on; every other event gets an empty answer."""
+
+Output = dict[str, Any]
+
+
+@dataclass(slots=True)
+class CodexHook:
+    """Answers Codex CLI hook payloads with a :class:`~loopwarden.LoopGuard` (which it sets to
+    deny every call of a run after its terminal stop: Codex cannot end the run).
+
+    ``agent_id`` is the OpenClaw agent whose config applies; it is attached to the events."""
+
+    guard: LoopGuard
+    agent_id: str | None = None
+
+    def __post_init__(self) -> None:
+        self.guard.deny_after_stop = True
+
+    def handle(self, payload: Mapping[str, Any]) -> Output:
+        """The hook output for ``payload`` (``{}`` for an event loopwarden does not handle);
+        raises :class:`~loopwarden.integrations.claude_code_hook.HookPayloadError` for a
+        payload it cannot read."""
+        if not isinstance(payload, Mapping):
+            raise HookPayloadError(
+                f"a hook payload must be a JSON object, got {type(payload).__name__}")
+        event = payload.get("hook_event_name")
+        if event not in HANDLED_EVENTS:
+            return {}
+        call: dict[str, Any] = {
+            "session": _required_str(payload, "session_id"),
+            "run_id": _optional_str(payload.get("turn_id")),
+            "tool_name": _required_str(payload, "tool_name"),
+            "args": payload.get("tool_input") or {},
+            "call_id": _optional_str(payload.get("tool_use_id")),
+            "agent_id": self.agent_id,
+        }
+        if event == "PreToolUse":
+            return pre_tool_use_output(self.guard.before_tool_call(**call))
+        try:
+            verdict = self.guard.after_tool_call(**call, result=payload.get("tool_response"))
+        except CompactionLoopPersistedError as exc:
+            # Nothing a tool hook sends ends a Codex run: tell the model and the user.
+            message = str(exc)
+            return {**context_output(event, message), "systemMessage": f"loopwarden: {message}"}
+        return context_output(event, verdict.note)
+
+
+def pre_tool_use_output(verdict: Verdict) -> Output:
+    """Deny a blocked call with the loop message (the terminal one with the terminal text);
+    give a warning as context; else say nothing. Never ``continue: false``, which Codex
+    rejects together with the deny."""
+    if verdict.action != "block":
+        return context_output("PreToolUse", verdict.note)
+    reason = verdict.message or "tool call blocked by loopwarden"
+    if verdict.terminate and verdict.block_text is None:
+        reason = f"{reason}\n\n{TERMINAL_TEXT}"
+    detection = verdict.detection
+    headline = (f"tool loop ({detection.detector}, {detection.count} calls)"
+                if detection is not None else reason)
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        },
+        "systemMessage": f"loopwarden blocked {verdict.tool_name}: {headline}",
+    }
+
+
+def _required_str(payload: Mapping[str, Any], key: str) -> str:
+    value = payload.get(key)
+    if not isinstance(value, str) or not value:
+        raise HookPayloadError(f"hook payload has no {key!r}")
+    return value
+
+
+def _optional_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
