@@ -6,6 +6,8 @@ reference files.
 
     python bench/check_scan_identical.py --write /tmp/scan-before   # on the old code
     python bench/check_scan_identical.py --compare /tmp/scan-before # on the new code
+    python bench/check_scan_identical.py --compare /tmp/scan-before --config bench/extensions-off.json
+                                    # new detection rules switched off: the old verdicts
 
 Exits 1 when any output differs, naming the first differing file entry.
 """
@@ -35,10 +37,14 @@ FOLDERS = ("corpus/raw", "corpus/normalized", "corpus2/normalized")
 PRESETS = ("openclaw", "early")
 
 
+CONFIG: list[str] = []  # ["--config", PATH] with --config
+
+
 def scan(folder: str, preset: str) -> bytes:
     done = subprocess.run(
         # loopwarden.cli: ``python -m loopwarden`` is the demo, which ignores these arguments.
-        [sys.executable, "-m", "loopwarden.cli", "scan", "--json", "--preset", preset, folder],
+        [sys.executable, "-m", "loopwarden.cli", "scan", "--json", "--preset", preset, *CONFIG,
+         folder],
         capture_output=True, check=False, cwd=SHARED, env=_absolute_pythonpath(),
     )
     if done.returncode not in (0, 1):
@@ -73,7 +79,12 @@ def main() -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", type=Path, metavar="DIR", help="write reference outputs here")
     mode.add_argument("--compare", type=Path, metavar="DIR", help="compare with outputs here")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="scan with this OpenClaw config (e.g. bench/extensions-off.json, "
+                             "the issue-21 extensions switched off)")
     options = parser.parse_args()
+    if options.config is not None:
+        CONFIG[:] = ["--config", str(options.config.resolve())]
     differing = 0
     scanned = 0
     for folder in FOLDERS:

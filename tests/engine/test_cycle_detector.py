@@ -11,7 +11,8 @@ import pytest
 
 from loopwarden import LoopDetectionConfig, LoopEvent, LoopGuard, ToolCall, replay
 from loopwarden.engine import LoopDetector
-from loopwarden.engine.detectors import RULES, Detection, Facts, evaluate, no_progress_cycle
+from loopwarden.engine.detectors import RULES, Detection, Facts, evaluate
+from loopwarden.engine.detectors.cycle import no_progress_cycle
 from loopwarden.engine.history import SessionState
 from loopwarden.offline.calibration import score_run
 from spec_helpers import VETO_RESULT, Spec, text_result
@@ -200,7 +201,9 @@ def test_a_cycle_warning_never_downgrades_an_existing_critical() -> None:
 def test_precedence_puts_cycles_right_after_ping_pong() -> None:
     order = [(r.detector, r.level) for r in RULES]
     ping = order.index(("ping_pong", "critical"))
-    assert order[ping + 1:ping + 4] == [
+    # Cycles of several tools, then one-tool cycles (each: its breaker, its critical).
+    assert order[ping + 1:ping + 6] == [
+        ("global_circuit_breaker", "critical"), ("cycle", "critical"),
         ("global_circuit_breaker", "critical"), ("cycle", "critical"), ("ping_pong", "warning")]
     assert order.index(("cycle", "warning")) == max(
         i for i, (_, level) in enumerate(order) if level == "critical") + 1

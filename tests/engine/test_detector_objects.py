@@ -20,14 +20,8 @@ import pytest
 from loopwarden import LoopDetectionConfig
 from loopwarden.engine import LoopDetector
 from loopwarden.engine.detectors import (
-    ARGUMENT_CHURN,
-    CYCLE,
     DETECTORS,
-    ERROR_REPEAT,
-    NO_PROGRESS,
-    PING_PONG,
     RULES,
-    UNKNOWN_TOOL,
     Detector,
     Facts,
     Limits,
@@ -35,6 +29,14 @@ from loopwarden.engine.detectors import (
     Score,
     evaluate,
 )
+from loopwarden.engine.detectors.churn import ARGUMENT_CHURN
+from loopwarden.engine.detectors.cycle import CYCLE, cycle_possible
+from loopwarden.engine.detectors.error_repeat import ERROR_REPEAT
+from loopwarden.engine.detectors.failure_repeat import FAILURE_REPEAT
+from loopwarden.engine.detectors.no_progress import NO_PROGRESS
+from loopwarden.engine.detectors.one_tool_cycle import ONE_TOOL_CYCLE
+from loopwarden.engine.detectors.pingpong import PING_PONG
+from loopwarden.engine.detectors.unknown_tool import UNKNOWN_TOOL
 from loopwarden.engine.history import RunView, SessionState
 from spec_helpers import POLL_RESULT, VETO_RESULT, text_result
 
@@ -70,12 +72,14 @@ def _outcome(rng: random.Random, call: Call) -> tuple[Any, Any]:
         return "", None
     if tool == "write":
         return {"content": [], "details": {"changed": True}}, None
+    if tool == "cat":  # one output per file
+        return text_result(f"cat {args['path']}"), None
     return text_result(f"{tool} output"), None
 
 
 def _pattern(rng: random.Random) -> list[Call]:
     """One burst of calls in a loop shape, or noise."""
-    kind = rng.randrange(9)
+    kind = rng.randrange(10)
     n = rng.randint(3, 14)
     if kind == 0:
         return [READ] * n
@@ -94,6 +98,9 @@ def _pattern(rng: random.Random) -> list[Call]:
         return [("ghost", {"q": rng.randint(0, 1)}) for _ in range(n)]
     if kind == 7:
         return [_exec(rng.randint(0, 3)) for _ in range(n)]
+    if kind == 8:
+        period = rng.choice([3, 4])
+        return [("cat", {"path": f"f{i % period}"}) for i in range(3 * n)]
     return [rng.choice([READ, GREP, LS, POLL, SLEEP, _exec(1), ("edit", {"i": i})])
             for i in range(n)]
 
@@ -209,9 +216,7 @@ def _strict_repeat(view: RunView, call: Prospect, limits: Limits) -> bool:
 
 def _cycle_without_vetoes(view: RunView, call: Prospect, limits: Limits) -> bool:
     """CYCLE's pre-check without its newest-veto case (a retry takes no step)."""
-    from loopwarden.engine.detectors.cycle import _cycle_possible
-
-    return bool(view.by_key.get(call.args_hash)) and _cycle_possible(
+    return bool(view.by_key.get(call.args_hash)) and cycle_possible(
         view.records, call.args_hash, limits.warning)
 
 
@@ -231,8 +236,6 @@ def test_a_cycle_can_fire_right_after_a_veto_that_the_cycle_shape_check_misses()
     """Why CYCLE's pre-check says yes to a newest veto: a blocked step retried takes no step
     of the cycle, which the positional check (this call k steps back) cannot see. (The old
     single gate covered it through the unknown-tool check, which a cycle should not rely on.)"""
-    from loopwarden.engine.detectors.cycle import _cycle_possible
-
     detector = LoopDetector(LoopDetectionConfig(
         enabled=True, warning_threshold=5, critical_threshold=7,
         global_circuit_breaker_threshold=9))
@@ -246,7 +249,7 @@ def test_a_cycle_can_fire_right_after_a_veto_that_the_cycle_shape_check_misses()
     facts = Facts.measure(state, None, call, detector.limits)
     found = evaluate(facts, detector.limits, [r for r in RULES if r.family is CYCLE])
     assert found is not None and (found.detector, found.count) == ("global_circuit_breaker", 11)
-    assert not _cycle_possible(view.records, call.args_hash, detector.limits.warning)
+    assert not cycle_possible(view.records, call.args_hash, detector.limits.warning)
     assert CYCLE.may_fire(view, call, detector.limits)
 
 
@@ -255,8 +258,8 @@ def test_every_rule_is_gated_and_scored_through_its_detector() -> None:
     new rule cannot be left out of either; every switch that turns a detector off drops its
     pre-check from the engine's gate."""
     assert {rule.family for rule in RULES} == set(DETECTORS)
-    assert set(DETECTORS) == {UNKNOWN_TOOL, NO_PROGRESS, PING_PONG, CYCLE, ERROR_REPEAT,
-                              ARGUMENT_CHURN}
+    assert set(DETECTORS) == {UNKNOWN_TOOL, NO_PROGRESS, PING_PONG, CYCLE, ONE_TOOL_CYCLE,
+                              ERROR_REPEAT, FAILURE_REPEAT, ARGUMENT_CHURN}
     assert all(isinstance(d, Detector) for d in DETECTORS)
     everything = LoopDetector(LoopDetectionConfig(enabled=True, detectors={"errorRepeat": True}))
     assert [gate.__self__ for gate in everything._gates] == list(DETECTORS)
@@ -264,7 +267,8 @@ def test_every_rule_is_gated_and_scored_through_its_detector() -> None:
         "pingPong": False, "cycle": False, "argumentChurn": False, "genericRepeat": False,
         "knownPollNoProgress": False}))
     # The global breaker still reads the no-progress streak; unknown tools have no switch.
-    assert [gate.__self__ for gate in off._gates] == [UNKNOWN_TOOL, NO_PROGRESS]
+    assert [gate.__self__ for gate in off._gates] == [UNKNOWN_TOOL, NO_PROGRESS, ONE_TOOL_CYCLE,
+                                                      FAILURE_REPEAT]
 
 
 def test_a_detector_scores_what_its_rules_compare() -> None:

@@ -56,13 +56,18 @@ class DetectorsConfig(_ConfigModel):
     ping_pong: bool = True
     argument_churn: bool = True
     cycle: bool = True  # loopwarden extension: cycles of period 3-6, on in both presets
+    # loopwarden extensions (issue 21), on in both presets: one tool cycling its arguments,
+    # and one failure repeated whatever fresh argument values it echoes.
+    one_tool_cycle: bool = True
+    failure_repeat: bool = True
     # loopwarden extension; None lets the preset decide (on for "early").
     error_repeat: bool | None = None
 
     _bools = field_validator(
         "generic_repeat", "known_poll_no_progress", "ping_pong", "argument_churn", mode="before"
     )(_strict_bool)
-    _cycle_bool = field_validator("cycle", mode="before")(_strict_bool)
+    _cycle_bool = field_validator(
+        "cycle", "one_tool_cycle", "failure_repeat", mode="before")(_strict_bool)
     _optional = field_validator("error_repeat", mode="before")(_optional_bool)
 
 
@@ -327,11 +332,24 @@ class LoopDetectionConfig(_LoopDetectionBlock):
         return self.enabled is not False
 
     @property
+    def detector_switches(self) -> frozenset[str]:
+        """The detector switches that are on (snake_case keys of ``detectors``): those set to
+        true, and those left unset (``None``) that the preset turns on. The engine reads its
+        switches from here only (a test checks the keys against the detectors' registry)."""
+        detectors = self.detectors
+        on: set[str] = set()
+        for name in type(detectors).model_fields:
+            value = getattr(detectors, name)
+            if value is None:
+                value = getattr(self._rules, name)
+            if value:
+                on.add(name)
+        return frozenset(on)
+
+    @property
     def error_repeat_enabled(self) -> bool:
         """``detectors.errorRepeat`` when set, else the preset's choice."""
-        if self.detectors.error_repeat is not None:
-            return self.detectors.error_repeat
-        return self._rules.error_repeat
+        return "error_repeat" in self.detector_switches
 
     @property
     def post_outcome_warnings(self) -> bool:

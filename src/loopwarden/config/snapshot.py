@@ -23,6 +23,7 @@ _BOOL: tuple[type, ...] = (bool,)
 _OPTIONAL_BOOL: tuple[type, ...] = (bool, type(None))
 _COUNT: tuple[type, ...] = (int,)  # a positive int
 _TEXT: tuple[type, ...] = (str,)
+_NAMES: tuple[type, ...] = (list,)  # of str (a frozenset in the config)
 
 NESTED_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "detectors": {
@@ -32,6 +33,8 @@ NESTED_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
         "argument_churn": _BOOL,
         "error_repeat": _OPTIONAL_BOOL,
         "cycle": _BOOL,
+        "one_tool_cycle": _BOOL,
+        "failure_repeat": _BOOL,
     },
     "post_compaction_guard": {"window_size": _COUNT},
 }
@@ -55,6 +58,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "learn_volatile": _BOOL,
     "progress_aware": _BOOL,
     "extended_unknown_tools": _BOOL,
+    "detector_switches": _NAMES,
 }
 """The top-level attributes besides :data:`NESTED_FIELDS`, with their JSON types."""
 
@@ -66,6 +70,7 @@ def snapshot_of(config: Any) -> dict[str, Any] | None:
     if config.per_tool:
         return None
     data: dict[str, Any] = {name: getattr(config, name) for name in FIELDS}
+    data["detector_switches"] = sorted(data["detector_switches"])
     for name, nested in NESTED_FIELDS.items():
         value = getattr(config, name)
         data[name] = {key: getattr(value, key) for key in nested}
@@ -84,6 +89,7 @@ def snapshot_from_dict(data: object) -> SimpleNamespace | None:
         if value is None:
             return None
         top[name] = SimpleNamespace(**value)
+    top["detector_switches"] = frozenset(top["detector_switches"])
     return SimpleNamespace(**top, per_tool={})  # (snapshot_of takes no config with entries)
 
 
@@ -100,5 +106,7 @@ def _checked(
         value = data[name]
         # type(), not isinstance: bool is an int, and a count must not be `true`.
         if type(value) not in allowed or (allowed is _COUNT and value < 1):
+            return None
+        if allowed is _NAMES and not all(type(item) is str for item in value):
             return None
     return dict(data)

@@ -13,7 +13,8 @@ from ..base.text import log_text
 from ..base.types import MISSING
 from ..fingerprint import Outcome, error_text
 from ..fingerprint.volatile import mask_volatile
-from .detectors import Detection, Facts, Limits, Prospect, evaluate, gates_for, write_churn
+from .detectors import DETECTORS, RULES, Detection, Facts, Limits, Prospect, evaluate, gates_for
+from .detectors.churn import write_churn
 from .fingerprinter import Fingerprinter, PreparedCall
 from .history import (
     OUTCOME_VETO,
@@ -32,38 +33,17 @@ if TYPE_CHECKING:
 _TOOL_LIMITS_CACHE_SIZE = 1024  # tool names: a model can invent any number of them
 _UNRESOLVED = Limits()  # a cache-miss marker (compared by identity)
 
-_DETECTOR_LOG: dict[tuple[str, str], tuple[int, str]] = {
-    ("global_circuit_breaker", "critical"): (
-        logging.ERROR, "Global circuit breaker triggered: {tool} repeated {n} times with no progress"),
-    ("known_poll_no_progress", "critical"): (
-        logging.ERROR, "Critical polling loop detected: {tool} repeated {n} times"),
-    ("known_poll_no_progress", "warning"): (
-        logging.WARNING, "Polling loop warning: {tool} repeated {n} times"),
-    ("ping_pong", "critical"): (
-        logging.ERROR, "Critical ping-pong loop detected: alternating calls count={n} currentTool={tool}"),
-    ("ping_pong", "warning"): (
-        logging.WARNING, "Ping-pong loop warning: alternating calls count={n} currentTool={tool}"),
-    ("cycle", "critical"): (
-        logging.ERROR, "Critical cycle loop detected: repeating cycle count={n} currentTool={tool}"),
-    ("cycle", "warning"): (
-        logging.WARNING, "Cycle loop warning: repeating cycle count={n} currentTool={tool}"),
-    ("generic_repeat", "critical"): (
-        logging.ERROR, "Critical generic loop detected: {tool} repeated {n} times"),
-    ("argument_churn", "warning"): (
-        logging.WARNING, "Argument churn warning: {tool} cycled through stable argument patterns"),
-    ("generic_repeat", "warning"): (
-        logging.WARNING, "Loop warning: {tool} called {n} times with identical arguments"),
-    ("error_repeat", "critical"): (
-        logging.ERROR, "Critical error repeat detected: {tool} failed {n} times with the same error"),
-    ("error_repeat", "warning"): (
-        logging.WARNING, "Error repeat warning: {tool} failed {n} times with the same error"),
-}
+# The rows' log lines, by (detector, level): rows that report the same detection log alike.
+_LOG_LINES: dict[tuple[str, str], str] = {
+    (rule.detector, rule.level): rule.log for rule in RULES if rule.log is not None}
+_LOG_LEVELS = {"warning": logging.WARNING, "critical": logging.ERROR}
 
 
 class LoopDetector(Fingerprinter):
     """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
 
-    __slots__ = ("_gates", "_history_size", "_per_tool", "_tool_limits", "config", "limits")
+    __slots__ = ("_error_identities", "_gates", "_history_size", "_per_tool", "_tool_limits",
+                 "config", "limits")
 
     def __init__(
         self, config: LoopDetectionConfig | None = None, profiles: object = None
@@ -78,6 +58,13 @@ class LoopDetector(Fingerprinter):
         # The O(1) pre-checks of the detectors the switches leave on (per-tool limits change
         # thresholds only), asked in turn before a call is measured.
         self._gates = gates_for(self.limits)
+        # Failed outcomes' error identities, for the detectors that read them.
+        self._error_identities = any(
+            d.reads_error_identity and d.enabled(self.limits) for d in DETECTORS)
+        if any(d.reads_mutations and d.enabled(self.limits) for d in DETECTORS):
+            self._mutations = True
+        self._failure_echo = any(
+            d.reads_failure_echo and d.enabled(self.limits) for d in DETECTORS)
         self._history_size = self.config.history_size
         # perTool: limits resolved once per tool name (None: exempt). Empty perTool skips all.
         self._per_tool = bool(self.config.per_tool)
@@ -195,16 +182,17 @@ class LoopDetector(Fingerprinter):
         record.failure_identity_hash = outcome.failure_identity_hash
         record.unknown_tool_name = outcome.unknown_tool_name
         record.no_progress = outcome.no_progress
+        record.echo_failure_hash = outcome.echo_failure_hash
         if self._progress:
             # A failed or blocked call changed nothing, so it is no mutation.
             if record.mutating and (outcome.error_identity_hash is not None
                                     or outcome.outcome_kind is not None
                                     or (outcome.result_hash or "").startswith("error:")):
                 record.mutating = False
-            if self.limits.error_repeat_on:
+            if self._error_identities:
                 state.set_error_identity(record, outcome.error_identity_hash)
             return record
-        if self.limits.error_repeat_on and error is not MISSING and error is not None:
+        if self._error_identities and error is not MISSING and error is not None:
             masked = mask_volatile(error_text(error))
             state.set_error_identity(
                 record, hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest())
@@ -297,7 +285,7 @@ def detector_log_line(detection: Detection, tool: str) -> tuple[int, str] | None
     """The detector's log line for ``detection`` (its logging level and text), or None for a
     detection that has none. The engine never logs: the guard decides when the line is due
     (see ``guard.core.detect``) and logs it on ``loopwarden.detection``."""
-    entry = _DETECTOR_LOG.get((detection.detector, detection.level))
-    if entry is None:
+    line = _LOG_LINES.get((detection.detector, detection.level))
+    if line is None:
         return None
-    return entry[0], entry[1].format(tool=log_text(tool), n=detection.count)
+    return _LOG_LEVELS[detection.level], line.format(tool=log_text(tool), n=detection.count)

@@ -23,6 +23,7 @@ from ..fingerprint.outcomes import OUTCOME_TERMINAL_EXEC_FAILURE
 from ..fingerprint.profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
 from ..fingerprint.volatile import mask_value, mask_volatile
 from .detectors import Prospect
+from .detectors.failure_repeat import echo_failure_identity, failure_text
 from .history import normalize_run_id
 
 if TYPE_CHECKING:
@@ -74,8 +75,8 @@ class Fingerprinter:
     hashes the detectors compare: for one config's preset switches and one profile registry,
     with the fingerprints of recent calls cached."""
 
-    __slots__ = ("_extended_unknown", "_learn", "_mask", "_prepared", "_prepared_for",
-                 "_progress", "registry")
+    __slots__ = ("_extended_unknown", "_failure_echo", "_learn", "_mask", "_mutations",
+                 "_prepared", "_prepared_for", "_progress", "registry")
 
     def __init__(self, config: LoopDetectionConfig, profiles: object = None) -> None:
         self.registry = resolve_registry(profiles)
@@ -84,6 +85,12 @@ class Fingerprinter:
         self._learn = config.learn_volatile
         self._extended_unknown = config.extended_unknown_tools
         self._progress = config.progress_aware
+        # Whether calls are marked mutating (``early``, or a detector that reads it: set by
+        # the LoopDetector once it knows its detectors).
+        self._mutations = self._progress
+        # Whether failures get an identity with the call's argument values masked (set by the
+        # LoopDetector when a detector reads it).
+        self._failure_echo = False
         # Fingerprints of recent calls by their canonical arguments: the guard's after-call
         # hook, and every repeat of a looping call, then skip hashing, profile look-ups and
         # the write-target hash. Valid for one registry snapshot (profiles can change).
@@ -126,7 +133,7 @@ class Fingerprinter:
         profile = self.registry.get(tool_name)
         if profile is None:
             prospect = Prospect(tool_name, args_hash_of_json(tool_name, canonical))
-            if self._progress:
+            if self._mutations:
                 prospect.mutating = mutating_by_name(tool_name)
             return prospect
         tool = self.registry.canonical_name(tool_name)
@@ -139,8 +146,9 @@ class Fingerprinter:
             if tool == "write" else None,
             profile,
         )
-        if self._progress:
+        if self._mutations:
             prospect.mutating = profile.is_mutating(args)
+        if self._progress:
             prospect.pacing = profile.is_pacing(args)
             prospect.wait_ms = int(profile.waits(args) * 1000)
         return prospect
@@ -148,7 +156,7 @@ class Fingerprinter:
     def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:
         """The hashes a call's result or error is recorded with (spec §c.3), masked as its
         profile says."""
-        if self._progress:
+        if self._progress or self._failure_echo:
             return self.observe(self.prepare(tool_name, args), result, error)[0]
         profile = self.registry.get(tool_name)
         if profile is not None or self._mask:
@@ -165,7 +173,16 @@ class Fingerprinter:
         projections already know what to ignore. The result is masked once for both."""
         call, args = prepared.prospect, prepared.args
         if self._progress:
-            return self._observe_progress(call, args, result, error)
+            observed = self._observe_progress(call, args, result, error)
+        else:
+            observed = self._observe(call, args, result, error)
+        if not self._failure_echo:
+            return observed
+        return _with_failure_echo(observed[0], call, args, result, error), observed[1]
+
+    def _observe(
+        self, call: Prospect, args: Any, result: Any, error: Any
+    ) -> tuple[Outcome, Leaves | None]:
         profile = call.profile
         if profile is not None or self._mask:
             result, error = self._masked(profile, result, error)
@@ -235,6 +252,25 @@ class Fingerprinter:
 _STATUS_ONLY = re.compile(
     r"(?:\s|exit code \d+|\(?command exited with code \d+\)?|error|failed|[.:#()\[\]-])*",
     re.IGNORECASE)
+
+
+def _with_failure_echo(outcome: Outcome, call: Prospect, args: Any, result: Any,
+                       error: Any) -> Outcome:
+    """``outcome`` with the failure's identity, its argument values masked (failed calls only;
+    see :mod:`loopwarden.detectors.failure_repeat`)."""
+    if outcome.outcome_kind is not None and outcome.outcome_kind != OUTCOME_TERMINAL_EXEC_FAILURE:
+        return outcome  # a veto or a write: no failure
+    failed = None if error is MISSING or error is None else error_text(error)
+    reported = None
+    if failed is None and result is not MISSING and (
+            type(result) is not str or result[:32].lstrip()[:1] in ("{", "E")):
+        # (A text reports an error only as JSON or after an "Exit code N" header.)
+        reported = result_error_text(result)
+    text = failure_text(None if result is MISSING else result, failed, outcome.outcome_kind,
+                        reported)
+    if text is None:
+        return outcome
+    return outcome._replace(echo_failure_hash=echo_failure_identity(text, args, call.args_hash))
 
 
 def error_identity(args_hash: str, error: Any) -> str:

@@ -94,6 +94,8 @@ class CallRecord:
     mutating: bool = False
     pacing: bool = False
     wait_ms: int = 0
+    # ``failure_repeat``: which failure this was, the call's own argument values masked.
+    echo_failure_hash: str | None = None
 
     @property
     def pending(self) -> bool:

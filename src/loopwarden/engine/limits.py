@@ -14,22 +14,16 @@ if TYPE_CHECKING:
 
 def limits_for(config: LoopDetectionConfig) -> Limits:
     """The detectors' thresholds and switches, as ``config`` sets them for every tool."""
-    d = config.detectors
     return Limits(
         warning=config.warning_threshold,
         critical=config.critical_threshold,
         global_breaker=config.global_circuit_breaker_threshold,
         unknown_tool=config.unknown_tool_threshold,
         error_repeat=config.error_repeat_threshold,
-        generic_repeat=d.generic_repeat,
-        known_poll=d.known_poll_no_progress,
-        ping_pong=d.ping_pong,
-        argument_churn=d.argument_churn,
-        error_repeat_on=config.error_repeat_enabled,
         progress=config.progress_aware,
         eased_critical=eased_critical(config.critical_threshold,
                                       config.global_circuit_breaker_threshold),
-        cycle=d.cycle,
+        switches=frozenset(config.detector_switches),
     )
 
 

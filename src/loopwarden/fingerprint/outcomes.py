@@ -50,6 +50,8 @@ class Outcome(NamedTuple):
     unknown_tool_name: str | None = None
     # ``early`` preset: which failure this was, whatever the arguments (for error repeat).
     error_identity_hash: str | None = None
+    # ``detectors.failureRepeat``: which failure this was, the call's argument values masked.
+    echo_failure_hash: str | None = None
 
 
 _NOTHING: Final = Outcome(None)
@@ -59,7 +61,7 @@ _new_tuple: Final = tuple.__new__
 def _plain(result_hash: str) -> Outcome:
     """A hash-only Outcome (tuple.__new__ skips the named tuple's keyword handling: half the
     cost, for nearly every result)."""
-    return _new_tuple(Outcome, (result_hash, None, None, False, None, None))
+    return _new_tuple(Outcome, (result_hash, None, None, False, None, None, None))
 
 
 def text_outcome(text: str) -> Outcome:

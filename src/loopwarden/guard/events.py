@@ -9,7 +9,7 @@ from typing import Any
 
 from ..base.log import get_logger
 from ..base.text import log_repr, log_text
-from ..engine.detectors import unknown_tool_message
+from ..engine.detectors.unknown_tool import unknown_tool_message
 from ..engine.history import now_ms
 
 __all__ = ["LoggingSink", "LoopEvent"]

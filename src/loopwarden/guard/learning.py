@@ -57,13 +57,13 @@ def learned_for(learned: Mapping[str, Any], tool: str) -> tuple[str, ...]:
     return tuple(sorted(learned.get("volatile", {}).get(tool, ())))
 
 
-def volatile_change(old: str, new: str) -> str | None:
+def volatile_change(old: str, new: str, path: str = "") -> str | None:
     """How a leaf that changed between two outcomes of one call may be learned: ``"whole"``
     (both values are volatile tokens: ids, nonces), ``"digits"`` (only numbers changed, and
     each is a measurement with a unit: ``0.3%``, ``498.2mb``), or None: the change is progress.
     Bare numbers are counts of work (tests passed, rows ingested, lines of output) and growing or
     rewritten text is output: neither is ever learned away."""
-    return leaf_change(leaf_digest(old), leaf_digest(new))
+    return leaf_change(leaf_digest(old, path), leaf_digest(new, path))
 
 
 def learn(learned: dict[str, Any], tool: str, key: str, leaves: Mapping[str, str]) -> tuple[str, ...]:

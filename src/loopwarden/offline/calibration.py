@@ -25,7 +25,7 @@ from ..base.errors import CalibrationError
 from ..base.types import ToolCall
 from ..config import LoopDetectionConfig
 from ..engine import LoopDetector
-from ..engine.detectors import DETECTORS, Facts, Limits, Prospect
+from ..engine.detectors import DETECTORS, SWITCHES, Facts, Limits, Prospect
 from ..engine.history import SessionState
 
 __all__ = ["CalibrationError", "calibrate", "score_run"]
@@ -53,7 +53,7 @@ def score_run(calls: Iterable[ToolCall], config: LoopDetectionConfig | None = No
     state = SessionState()
     scores = [0, 0, 0, 0]
 
-    limits = Limits(error_repeat_on=True, progress=detector.limits.progress)
+    limits = Limits(progress=detector.limits.progress, switches=SWITCHES)
 
     def measure(prospect: Prospect, run: str | None) -> None:
         facts = Facts.measure(state, run, prospect, limits)

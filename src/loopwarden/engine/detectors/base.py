@@ -1,16 +1,17 @@
-"""What every detector shares: the :class:`Detector` interface, the prospective call, the
-limits, the measurements' value types and the :class:`Detection` a rule produces."""
+"""What every detector shares: the :class:`Detector` interface, its :class:`Rule` rows, the
+prospective call, the limits, the :class:`Facts` the rows read and the :class:`Detection` a row
+produces. A detector's own measurement type lives in its module."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 
-if TYPE_CHECKING:  # only annotations: the detectors need no profile code, and Facts needs them
+if TYPE_CHECKING:  # only annotations: the detectors need no profile code
     from ...fingerprint.profiles import ToolProfile
     from ..history import RunView, SessionState
-    from .rules import Facts
 
 Level = Literal["warning", "critical"]
 T = TypeVar("T")
@@ -36,24 +37,23 @@ class Detection:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Effective thresholds and switches (already preset-filled and order-repaired)."""
+    """Effective thresholds and switches (already preset-filled and order-repaired).
+
+    ``switches`` names the detector switches that are on (the snake_case keys of the config's
+    ``detectors``, see :attr:`Rule.switch`); a row whose switch is not named never fires."""
 
     warning: int = 10
     critical: int = 20
     global_breaker: int = 30
     unknown_tool: int = 10
     error_repeat: int = 10
-    generic_repeat: bool = True
-    known_poll: bool = True
-    ping_pong: bool = True
-    argument_churn: bool = True
-    error_repeat_on: bool = False
-    # ``early``: repeats count only without progress (see :func:`progress_streak`); a paced or
-    # backing-off repeat is blocked at ``eased_critical`` (reachable when a pacing call sits
-    # between every two polls of a 30-call window).
+    # ``early``: repeats count only without progress (see
+    # :func:`~loopwarden.detectors.streaks.progress_streak`); a paced or backing-off repeat is
+    # blocked at ``eased_critical`` (reachable when a pacing call sits between every two polls
+    # of a 30-call window).
     progress: bool = False
     eased_critical: int = 30
-    cycle: bool = True
+    switches: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)  # built twice per call; frozen would double that cost
@@ -73,60 +73,9 @@ class Prospect:
     wait_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Streak:
-    """A streak walked back from the newest call: its length, the outcome (or error identity) it
-    repeats, the unknown tool's name."""
-
-    count: int = 0
-    latest_result_hash: str | None = None
-    name: str | None = None
-    # ``early``: every interval between the calls was paced (blocks wait for the global
-    # breaker), or the caller is backing off / this is a pacing call (no warning either).
-    paced: bool = False
-    compliant: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class PingPong:
-    """An A-B alternation ending before this call (§d.4): its length with this call, the other
-    side, and whether both sides' outcomes held still."""
-
-    count: int = 0
-    paired_tool_name: str | None = None
-    paired_signature: str | None = None
-    no_progress_evidence: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Churn:
-    """Argument churn (§d.8): the calls churning, their distinct argument variants, and whether
-    it is a write target rewritten."""
-
-    count: int = 0
-    variant_count: int = 0
-    write_mutation: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Cycle:
-    """A cycle of 3 to 6 calls (see :func:`~loopwarden.engine.detectors.cycle.no_progress_cycle`): how
-    many calls its tail holds, its steps' args hashes and their tools."""
-
-    count: int = 0  # calls in the cycling tail, blocked attempts and the prospective call included
-    steps: tuple[str, ...] = ()  # the cycle's args hashes, starting at the prospective call
-    tools: tuple[str, ...] = ()  # their tool names, in the same order
-
-
-NO_STREAK = Streak()
-NO_PING_PONG = PingPong()
-NO_CHURN = Churn()
-NO_CYCLE = Cycle()
-
-
 class Score(NamedTuple):
     """The largest count a detector's rules could compare with each calibrated threshold, for
-    one prospective call (:func:`loopwarden.offline.calibration.score_run` keeps the maximum per run)."""
+    one prospective call (:func:`loopwarden.calibration.score_run` keeps the maximum per run)."""
 
     warning: int = 0  # compared with warningThreshold
     critical: int = 0  # with criticalThreshold (and the breaker, derived from it)
@@ -134,11 +83,73 @@ class Score(NamedTuple):
     error_repeat: int = 0
 
 
+class Facts:
+    """The measurements of one prospective call: each detector's, taken once, when a row (or
+    calibration) first asks for it with ``facts[DETECTOR]``. A detector whose switches are all
+    off measures nothing: its :attr:`Detector.empty` value stands in."""
+
+    __slots__ = ("_measured", "_run", "_state", "call", "limits")
+
+    def __init__(self, state: SessionState, run: str | None, call: Prospect,
+                 limits: Limits) -> None:
+        self._state = state
+        self._run = run
+        self.call = call
+        self.limits = limits
+        self._measured: dict[Detector[Any], Any] = {}
+
+    @classmethod
+    def measure(cls, state: SessionState, run: str | None, call: Prospect,
+                limits: Limits) -> Facts:
+        """The facts of ``call`` (measurements are taken on first use, from the same state)."""
+        return cls(state, run, call, limits)
+
+    def __getitem__(self, detector: Detector[T]) -> T:
+        try:
+            value: T = self._measured[detector]
+        except KeyError:
+            if detector.enabled(self.limits):
+                value = detector.measure(self._state, self._run, self.call, self.limits)
+            else:
+                value = detector.empty
+            self._measured[detector] = value
+        return value
+
+
+Count = Callable[[Facts, Limits], int]
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity
+class Rule:
+    """One row of a detector: the detection it makes (``detector``, ``level``) when ``fires``,
+    with its count, model-facing message, warning key and log line.
+
+    ``family`` is the detector whose measurement the row reads; ``switch`` the config switch
+    (a snake_case key of ``detectors``) that turns the row on, None for a row that is always
+    on; ``liveness``: a warning of this row reports argument churn as its liveness signal. The
+    precedence of all rows is one list, :data:`loopwarden.detectors.RULES`."""
+
+    family: Detector[Any]
+    detector: str
+    level: Level
+    fires: Callable[[Facts, Limits], bool]
+    count: Count
+    message: Callable[[Facts, int], str]
+    key: Callable[[Facts], str]
+    #: The log line (logger ``loopwarden.detection``), with ``{tool}`` and ``{n}``; None: the
+    #: detection is logged elsewhere.
+    log: str | None
+    switch: str | None = None
+    liveness: bool = False
+    #: The other side of the loop, for detections that have one (ping-pong's other tool).
+    paired: Callable[[Facts], str | None] | None = None
+
 
 class Detector(ABC, Generic[T]):
-    """One detector: a measurement of the run's history, the rules of ``RULES`` that compare it
-    with the thresholds (each names this detector as its ``family``), the O(1) pre-check that
-    lets most calls skip measuring, and what calibration reads of the measurement.
+    """One detector: a measurement of the run's history (:meth:`measure`, its ``T``), the
+    :class:`Rule` rows that compare it with the thresholds (defined in its module, each naming
+    it as its ``family``, each placed in the precedence list), the O(1) pre-check that lets
+    most calls skip measuring, and what calibration reads of the measurement.
 
     The contract that keeps the pre-check honest: whenever one of this detector's rules fires
     on :meth:`measure`'s value (with the limits it was given), :meth:`enabled` and
@@ -149,11 +160,24 @@ class Detector(ABC, Generic[T]):
 
     #: A short name for messages and test ids (the rules carry the names detections report).
     name: str = ""
+    #: The config switches of its rows (snake_case keys of ``detectors``); empty: always on.
+    switches: tuple[str, ...] = ()
+    #: The measurement when nothing was found (and when every switch is off).
+    empty: T
+    #: Whether its measurement reads the error identities of failed outcomes (the engine
+    #: computes them only for such a detector).
+    reads_error_identity: bool = False
+    #: Whether it reads which calls change the world (``CallRecord.mutating``, which the
+    #: fingerprinter then computes in every preset).
+    reads_mutations: bool = False
+    #: Whether it reads failures' identities with the call's own argument values masked
+    #: (``CallRecord.echo_failure_hash``, which the engine then computes).
+    reads_failure_echo: bool = False
 
     def enabled(self, limits: Limits) -> bool:
-        """Whether any of this detector's rules can fire under these switches: a detector
-        whose switch is off stays out of :class:`~loopwarden.engine.LoopDetector`'s gate."""
-        return True
+        """Whether any of its rows can fire under these switches: a detector whose switches
+        are all off stays out of :class:`~loopwarden.engine.LoopDetector`'s gate."""
+        return not self.switches or not limits.switches.isdisjoint(self.switches)
 
     @abstractmethod
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
@@ -163,7 +187,7 @@ class Detector(ABC, Generic[T]):
 
     @abstractmethod
     def measure(self, state: SessionState, run: str | None, call: Prospect, limits: Limits) -> T:
-        """This detector's part of :class:`~loopwarden.engine.detectors.Facts`."""
+        """This detector's part of :class:`Facts` (``facts[self]``)."""
 
     @abstractmethod
     def score(self, facts: Facts, limits: Limits) -> Score:

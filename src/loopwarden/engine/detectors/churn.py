@@ -1,19 +1,30 @@
 """Argument churn (§d.8): one tool cycling argument variants with one stable outcome, or
-rewriting one write target again and again (warning-only)."""
+rewriting one write target again and again (warning-only). Off with ``detectors.argumentChurn``;
+other warnings report it as their liveness signal (:attr:`~.base.Rule.liveness`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from ...fingerprint.outcomes import OUTCOME_WRITE_MUTATION
 from ..history import CallRecord, RunView, SessionState
-from .base import NO_CHURN, Churn, Detector, Limits, Prospect, Score
+from .base import Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import tool_tail_may_reach
 
-if TYPE_CHECKING:
-    from .rules import Facts
-
 CHURN_MIN_REPEATS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Churn:
+    """Argument churn (§d.8): the calls churning, their distinct argument variants, and whether
+    it is a write target rewritten."""
+
+    count: int = 0
+    variant_count: int = 0
+    write_mutation: bool = False
+
+
+NO_CHURN = Churn()
 
 
 def argument_churn(state: SessionState, run: str | None, call: Prospect) -> Churn:
@@ -84,28 +95,65 @@ class ChurnDetector(Detector[Churn]):
 
     __slots__ = ()
     name = "argument_churn"
-
-    def enabled(self, limits: Limits) -> bool:
-        """On with the ``argument_churn`` switch."""
-        return limits.argument_churn
+    switches = ("argument_churn",)
+    empty = NO_CHURN
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
         """Both churn walks need the newest ``warning`` records to be this tool's
         (:func:`tool_tail_may_reach`)."""
         # Both walks go back from the newest record through records of this tool only.
-        return limits.argument_churn and tool_tail_may_reach(
-            view.records, call.tool_name, limits.warning)
+        return tool_tail_may_reach(view.records, call.tool_name, limits.warning)
 
     def measure(self, state: SessionState, run: str | None, call: Prospect,
                 limits: Limits) -> Churn:
         """Semantic churn, else write churn; ``early``: a pacing call is neutral."""
-        if not limits.argument_churn or (limits.progress and call.pacing):  # ``early``: neutral
+        if limits.progress and call.pacing:  # ``early``: neutral
             return NO_CHURN
         return argument_churn(state, run, call)
 
     def score(self, facts: Facts, limits: Limits) -> Score:
         """Churn only warns: its count against the warning threshold."""
-        return Score(warning=facts.churn.count)
+        return Score(warning=facts[self].count)
 
 
 ARGUMENT_CHURN = ChurnDetector()
+
+
+def _message(f: Facts, n: int) -> str:
+    t, churn = f.call.tool_name, f[ARGUMENT_CHURN]
+    if churn.write_mutation:
+        return (
+            f"WARNING: {t} has changed the same target with {churn.variant_count} distinct "
+            "argument variants and no intervening verification. Continued rewriting is treated "
+            "as stalled run activity, but this tool call remains allowed. Read or verify the "
+            "current result before rewriting it again."
+        )
+    return (
+        f"WARNING: {t} has cycled through {churn.variant_count} repeated argument patterns "
+        f"with the same stable outcome {n} times. Continued churn is treated as stalled run "
+        "activity, but this tool call remains allowed."
+    )
+
+
+def _key(f: Facts) -> str:
+    if f[ARGUMENT_CHURN].write_mutation:
+        return f"argument-churn:{f.call.tool_name}:write-mutation:{f.call.mutation_target_hash or 'unknown'}"
+    return f"argument-churn:{f.call.tool_name}"
+
+
+def liveness_signal(f: Facts, lim: Limits) -> str | None:
+    """What a liveness warning (:attr:`~.base.Rule.liveness`) reports: ``argument_churn``
+    while the tool churns at the warning threshold."""
+    return "argument_churn" if f[ARGUMENT_CHURN].count >= lim.warning else None
+
+
+WARNING = Rule(
+    ARGUMENT_CHURN, "argument_churn", "warning",
+    lambda f, lim: f[ARGUMENT_CHURN].count >= lim.warning,
+    lambda f, _: f[ARGUMENT_CHURN].count,
+    _message,
+    _key,
+    "Argument churn warning: {tool} cycled through stable argument patterns",
+    switch="argument_churn",
+    liveness=True,
+)

@@ -1,16 +1,28 @@
-"""Ping-pong (§d.4): the run's newest calls alternate between two calls."""
+"""Ping-pong (§d.4): the run's newest calls alternate between two calls. Off with
+``detectors.pingPong``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING
 
 from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
-from .base import NO_PING_PONG, Detector, Limits, PingPong, Prospect, Score
+from .base import Detector, Facts, Limits, Prospect, Rule, Score
 
-if TYPE_CHECKING:
-    from .rules import Facts
+
+@dataclass(frozen=True, slots=True)
+class PingPong:
+    """An A-B alternation ending before this call (§d.4): its length with this call, the other
+    side, and whether both sides' outcomes held still."""
+
+    count: int = 0
+    paired_tool_name: str | None = None
+    paired_signature: str | None = None
+    no_progress_evidence: bool = False
+
+
+NO_PING_PONG = PingPong()
 
 
 def ping_pong(state: SessionState, run: str | None, cur: str) -> PingPong:
@@ -87,10 +99,8 @@ class PingPongDetector(Detector[PingPong]):
 
     __slots__ = ()
     name = "ping_pong"
-
-    def enabled(self, limits: Limits) -> bool:
-        """On with the ``ping_pong`` switch."""
-        return limits.ping_pong
+    switches = ("ping_pong",)
+    empty = NO_PING_PONG
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
         """A count of ``warning`` is an alternating tail of ``warning - 1`` records plus this
@@ -124,8 +134,59 @@ class PingPongDetector(Detector[PingPong]):
     def score(self, facts: Facts, limits: Limits) -> Score:
         """The alternation's count against the warning threshold, and against the critical one
         when both sides' outcomes held still."""
-        pp = facts.ping_pong
+        pp = facts[self]
         return Score(warning=pp.count, critical=pp.count if pp.no_progress_evidence else 0)
 
 
 PING_PONG = PingPongDetector()
+
+
+def _key(f: Facts) -> str:
+    pp = f[PING_PONG]
+    if pp.paired_signature is None:
+        return f"pingpong:{f.call.tool_name}:{f.call.args_hash}"
+    return "pingpong:" + "|".join(sorted((f.call.args_hash, pp.paired_signature)))
+
+
+def _warns(f: Facts, lim: Limits) -> bool:
+    # At lowered thresholds an alternation warns only with evidence of no progress.
+    return not lim.progress or f[PING_PONG].no_progress_evidence
+
+
+def _count(f: Facts, _: Limits) -> int:
+    return f[PING_PONG].count
+
+
+def _paired(f: Facts) -> str | None:
+    return f[PING_PONG].paired_tool_name
+
+
+CRITICAL = Rule(
+    PING_PONG, "ping_pong", "critical",
+    lambda f, lim: f[PING_PONG].count >= lim.critical and f[PING_PONG].no_progress_evidence,
+    _count,
+    lambda f, n: (
+        f"CRITICAL: You are alternating between repeated tool-call patterns ({n} consecutive "
+        "calls) with no progress. This appears to be a stuck ping-pong loop. Session "
+        "execution blocked to prevent resource waste."
+    ),
+    _key,
+    "Critical ping-pong loop detected: alternating calls count={n} currentTool={tool}",
+    switch="ping_pong",
+    paired=_paired,
+)
+WARNING = Rule(
+    PING_PONG, "ping_pong", "warning",
+    lambda f, lim: f[PING_PONG].count >= lim.warning and _warns(f, lim),
+    _count,
+    lambda f, n: (
+        f"WARNING: You are alternating between repeated tool-call patterns ({n} consecutive "
+        "calls). This looks like a ping-pong loop; stop retrying and report the task as "
+        "failed."
+    ),
+    _key,
+    "Ping-pong loop warning: alternating calls count={n} currentTool={tool}",
+    switch="ping_pong",
+    liveness=True,
+    paired=_paired,
+)

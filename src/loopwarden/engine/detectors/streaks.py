@@ -1,17 +1,33 @@
-"""Streaks over one run's history: unknown-tool repeats (§d.5), identical no-progress outcomes
-of one call (§d.3, and ``early``'s progress-aware variant) and error repeats."""
+"""Streaks over one run's history, walked back from the newest call: unknown-tool repeats
+(§d.5), identical no-progress outcomes of one call (§d.3, and ``early``'s progress-aware
+variant) and error repeats. The detectors that read them are :mod:`.unknown_tool`,
+:mod:`.no_progress` and :mod:`.error_repeat`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from ...fingerprint.outcomes import OUTCOME_TERMINAL_EXEC_FAILURE
-from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
-from .base import NO_STREAK, Detector, Limits, Prospect, Score, Streak
+from ..history import CallRecord, SessionState
+from .base import Prospect
 
-if TYPE_CHECKING:
-    from .rules import Facts
+
+@dataclass(frozen=True, slots=True)
+class Streak:
+    """A streak walked back from the newest call: its length, the outcome (or error identity) it
+    repeats, the unknown tool's name."""
+
+    count: int = 0
+    latest_result_hash: str | None = None
+    name: str | None = None
+    # ``early``: every interval between the calls was paced (blocks wait for the global
+    # breaker), or the caller is backing off / this is a pacing call (no warning either).
+    paced: bool = False
+    compliant: bool = False
+
+
+NO_STREAK = Streak()
 
 #: An interval between two polls at least this long (ms) is paced rather than fast: longer than
 #: a model's usual turn, so only a deliberate wait (a sleep, a poll timeout) reaches it.
@@ -201,14 +217,6 @@ def error_streak(
     return Streak(count, identity) if count else NO_STREAK
 
 
-def repeat_count(f: Facts, lim: Limits) -> int:
-    """What the generic-repeat warning counts: identical arguments (OpenClaw), or with
-    ``progress`` identical outcomes without progress in between (0 while backing off)."""
-    if not lim.progress:
-        return f.recent
-    return 0 if f.no_progress.compliant else f.no_progress.count
-
-
 def tool_tail_may_reach(records: Sequence[CallRecord], tool: str, n: int) -> bool:
     """Could a streak that walks back from the newest record through records of ``tool`` only
     (argument churn, exec's terminal failures) count ``n``? It needs the newest record to be
@@ -221,97 +229,3 @@ def tool_tail_may_reach(records: Sequence[CallRecord], tool: str, n: int) -> boo
         and len(records) >= n
         and records[-n].tool_name == tool
     )
-
-
-# -- the detectors -------------------------------------------------------------------------------
-
-
-class UnknownToolDetector(Detector[Streak]):
-    """``unknown_tool_repeat``: the same missing tool called again and again."""
-
-    __slots__ = ()
-    name = "unknown_tool"
-
-    def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
-        """The newest record is this tool's unknown-tool failure, or a veto (which it skips)."""
-        # The streak skips vetoes of any tool, so a newest veto may hide one.
-        last = view.records[-1]
-        return last.outcome_kind == OUTCOME_VETO or (
-            last.tool_name == call.tool_name and last.unknown_tool_name is not None)
-
-    def measure(self, state: SessionState, run: str | None, call: Prospect,
-                limits: Limits) -> Streak:
-        """The streak of this tool's unknown-tool failures (§d.5)."""
-        return unknown_tool_streak(state, run, call.tool_name)
-
-    def score(self, facts: Facts, limits: Limits) -> Score:
-        """The streak against the unknown-tool threshold."""
-        return Score(unknown_tool=facts.unknown.count)
-
-
-class NoProgressDetector(Detector[tuple[Streak, int]]):
-    """The no-progress streak of this exact call, which ``generic_repeat``,
-    ``known_poll_no_progress`` and the ``global_circuit_breaker`` compare with their thresholds
-    (one measurement and one pre-check for the three), and the count of identical calls that
-    OpenClaw's generic-repeat warning compares."""
-
-    __slots__ = ()
-    name = "no_progress"
-
-    def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
-        """The window holds ``warning`` calls with these arguments (``exec``: a failure tail)."""
-        # Either count needs ``warning`` records of this exact call, but exec's terminal-failure
-        # tail spans different commands.
-        if len(view.by_key.get(call.args_hash, ())) >= limits.warning:
-            return True
-        return call.tool_name == "exec" and tool_tail_may_reach(
-            view.records, call.tool_name, limits.warning)
-
-    def measure(self, state: SessionState, run: str | None, call: Prospect,
-                limits: Limits) -> tuple[Streak, int]:
-        """(the streak, the identical calls in the window); ``early``'s streak ends at fresh
-        mutations, and a pacing call is neutral (only the hard cap watches it)."""
-        if not limits.progress:
-            return no_progress_streak(state, run, call), len(state.key_records(run, call.args_hash))
-        streak = progress_streak(state, run, call)
-        return streak, 0 if call.pacing else len(state.key_records(run, call.args_hash))
-
-    def score(self, facts: Facts, limits: Limits) -> Score:
-        """The generic-repeat count (for a known poll, the streak) against the warning threshold,
-        and the streak against the critical one."""
-        count = facts.no_progress.count
-        generic = count if facts.call.known_poll else repeat_count(facts, limits)
-        return Score(warning=generic, critical=count)
-
-
-class ErrorRepeatDetector(Detector[Streak]):
-    """``error_repeat``: this tool failing with one error, whatever the arguments."""
-
-    __slots__ = ()
-    name = "error_repeat"
-
-    def enabled(self, limits: Limits) -> bool:
-        """On with the ``error_repeat`` switch (off by default)."""
-        return limits.error_repeat_on
-
-    def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
-        """The window holds enough outcomes with an error identity to reach either threshold."""
-        # The streak skips other tools' records, but needs as many with an error identity.
-        return limits.error_repeat_on and view.errors >= min(limits.error_repeat,
-                                                             limits.critical)
-
-    def measure(self, state: SessionState, run: str | None, call: Prospect,
-                limits: Limits) -> Streak:
-        """This tool's streak of identical masked errors; ``early``: pacing calls are neutral."""
-        if not limits.error_repeat_on or (limits.progress and call.pacing):  # ``early``: neutral
-            return NO_STREAK
-        return error_streak(state, run, call.tool_name, progress=limits.progress)
-
-    def score(self, facts: Facts, limits: Limits) -> Score:
-        """The streak against the critical and the error-repeat thresholds."""
-        return Score(critical=facts.errors.count, error_repeat=facts.errors.count)
-
-
-UNKNOWN_TOOL = UnknownToolDetector()
-NO_PROGRESS = NoProgressDetector()
-ERROR_REPEAT = ErrorRepeatDetector()

@@ -167,6 +167,9 @@ def _builtin_profiles() -> list[ToolProfile]:
                     wait_seconds=_browser_wait_seconds),
         ToolProfile("message", send_like=_message_send),
         ToolProfile("sessions_send", send_like=True),
+        # OpenClaw 2026.9.6 treats these as sends too: their fresh message ids are no progress.
+        ToolProfile("conversations_send", send_like=True),
+        ToolProfile("conversations_turn", send_like=True),
     ]
     builtins.extend(ToolProfile(name, send_like=_channel_send) for name in _CHANNEL_TOOLS)
     builtins.extend(_ecosystem_profiles())
