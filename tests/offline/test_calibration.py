@@ -112,3 +112,18 @@ def test_calibrate_command(tmp_path: Path) -> None:
     LoopDetectionConfig.model_validate({k: v for k, v in block.items()})
     refused = runner.invoke(app, ["calibrate", str(tmp_path), "--alpha", "0.01"])
     assert refused.exit_code == 2 and "too few" in refused.stderr
+
+
+def test_calibrated_thresholds_always_fit_in_the_history_written_with_them() -> None:
+    """Issue 22 friction 4: good runs that fill a 30-call history used to yield thresholds of
+    31/32 with historySize 30, which can never fire. The history is raised with them, and the
+    guarantee says which history the bound was measured with."""
+    from loopwarden.offline.calibration import RunScores, calibrate
+
+    saturated = [RunScores(warning=30, critical=30, unknown_tool=1, error_repeat=2)] * 600
+    result = calibrate(saturated)
+    config = result.config()
+    assert config.history_size >= config.global_circuit_breaker_threshold
+    assert config.history_size >= config.critical_threshold > config.warning_threshold > 30
+    assert f"historySize {config.history_size}" in result.guarantee
+    assert "measured with a history of 30" in result.guarantee

@@ -23,6 +23,11 @@ def register(app: typer.Typer) -> None:
     app.command("calibrate")(calibrate_command)
 
 
+#: How many times the runs are measured again with a longer history before the bound is
+#: reported for the shorter one (each pass can only raise the thresholds).
+_REMEASURES = 3
+
+
 def calibrate_command(
     paths: Annotated[list[Path], typer.Argument(
         help="Transcripts (files or folders) of GOOD runs; - reads one transcript from stdin.")],
@@ -47,18 +52,27 @@ def calibrate_command(
         raise typer.Exit(2) from None  # an input error, not a finding
     check_paths_exist(paths)
     problems: list[ReadProblem] = []
-    scores = []
+    runs = []
     with stdin_copy(paths) as stdin_file:
         files = [stdin_file if stdin_file is not None and str(p) == STDIN else p for p in paths]
         for path in iter_transcript_files(files, on_problem=problems.append):
             calls = list(read_transcript(path, on_problem=problems.append))
             if calls:
-                scores.append(score_run(calls, base))
+                runs.append(calls)
+    scores = [score_run(calls, base) for calls in runs]
     for problem in problems[:20]:
         where = f"{problem.path}:{problem.line or '-'}: {problem.message}"
         err.print(Text.assemble(("skipped", "yellow"), f" {printable(where)}"))
     try:
         result = calibrate(scores, alpha=alpha, block_alpha=block_alpha, base=base)
+        for _ in range(_REMEASURES):
+            if result.history_size <= result.measured_history_size:
+                break
+            # The good runs filled the history: thresholds past it could never fire. Measure
+            # again with a history that holds them, so the bound is about the config written.
+            base = base.with_overrides(historySize=result.history_size)
+            scores = [score_run(calls, base) for calls in runs]
+            result = calibrate(scores, alpha=alpha, block_alpha=block_alpha, base=base)
     except CalibrationError as exc:
         err.print(Text.assemble(("error:", "red"), f" {exc}"))
         raise typer.Exit(2) from None

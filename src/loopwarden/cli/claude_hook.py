@@ -74,6 +74,8 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, tuple[Any, ...] | None
                  "enabled: false."),
     "--agent": ("agent", str, None, None,
                 "Agent id whose per-agent loopDetection override applies."),
+    "--preset": ("preset", str, None, ("openclaw", "early"),
+                 "Detection preset (openclaw, early), on top of --config if given."),
     "--exit-behavior": ("exit_behavior", str, "end", ("end", "error", "continue"),
                         "At the terminal stop (a second critical loop in one prompt's run): "
                         "end or error stop Claude (continue: false, the stop message as "
@@ -191,7 +193,7 @@ def run(argv: Sequence[str]) -> int:
     try:
         options = _parse(list(argv))
         _answer(options["db"], options["config"], options["agent"], options["exit_behavior"],
-                options["host"])
+                options["host"], options["preset"])
     except _HookExit as exc:
         if exc.message:
             sys.stderr.write(exc.message + "\n")
@@ -256,7 +258,7 @@ def _package_root() -> str:
 
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,
-            exit_behavior: str, host: str = "claude-code") -> None:
+            exit_behavior: str, host: str = "claude-code", preset: str | None = None) -> None:
     from ..integrations import claude_code_hook, codex_hook, gemini_cli_hook
 
     door = {"codex": codex_hook, "gemini-cli": gemini_cli_hook}.get(host, claude_code_hook)
@@ -269,7 +271,8 @@ def _answer(db: Path | None, config: Path | None, agent: str | None,
         # Registered for an event loopwarden does not act on: answer at once, touch nothing.
         return
     else:
-        output = _handle(payload, db or default_db_path(), config, agent, exit_behavior, host)
+        output = _handle(payload, db or default_db_path(), config, agent, exit_behavior, host,
+                         preset)
     if output:
         sys.stdout.write(json.dumps(output) + "\n")
         sys.stdout.flush()
@@ -283,7 +286,7 @@ def _batch_stop(payload: dict[str, Any], exit_behavior: str) -> dict[str, Any]:
 
 def _handle(
     payload: dict[str, Any], db: Path, config_path: Path | None, agent: str | None,
-    exit_behavior: str = "end", host: str = "claude-code",
+    exit_behavior: str = "end", host: str = "claude-code", preset: str | None = None,
 ) -> dict[str, Any]:
     from ..base.errors import LoopwardenError
     from ..guard import LoopGuard
@@ -296,7 +299,7 @@ def _handle(
     except OSError as exc:
         _fail(f"loopwarden: cannot create {db.parent}: {exc}")
     try:
-        config = _hook_config(config_path, agent, db)
+        config = _hook_config(config_path, agent, db, preset)
     except LoopwardenError as exc:  # a ConfigError, named by its base: config.py loads pydantic
         _fail(f"loopwarden: {exc}")
     store = SQLiteStore(db, idle_ttl=_IDLE_TTL_SECONDS, timeout=_BUSY_TIMEOUT_SECONDS)
@@ -350,7 +353,8 @@ def _problems_to_stderr() -> Iterator[None]:
         log.setLevel(level)
 
 
-def _hook_config(path: Path | None, agent: str | None, db: Path) -> LoopDetectionConfig:
+def _hook_config(path: Path | None, agent: str | None, db: Path,
+                 preset: str | None = None) -> LoopDetectionConfig:
     """The config, with detection on unless the file explicitly turns it off: whoever
     registers the hook wants it to guard.
 
@@ -363,11 +367,11 @@ def _hook_config(path: Path | None, agent: str | None, db: Path) -> LoopDetectio
     from ..config.snapshot import snapshot_from_dict, snapshot_of
 
     cache = db.with_name(db.name + _CONFIG_CACHE_SUFFIX)
-    key = _config_key(path, agent)
+    key = _config_key(path, agent, preset)
     entries = _read_cache(cache) if key is not None else {}
     snapshot = snapshot_from_dict(entries.get(key)) if key is not None else None
     if snapshot is None:
-        config = _validated_config(path, agent)
+        config = _validated_config(path, agent, preset)
         data = snapshot_of(config)
         if data is None:  # perTool entries: the config's own methods apply them
             return config
@@ -379,12 +383,15 @@ def _hook_config(path: Path | None, agent: str | None, db: Path) -> LoopDetectio
     return cast("LoopDetectionConfig", snapshot)
 
 
-def _validated_config(path: Path | None, agent: str | None) -> LoopDetectionConfig:
+def _validated_config(path: Path | None, agent: str | None,
+                      preset: str | None = None) -> LoopDetectionConfig:
     from ..config import LoopDetectionConfig, load_config
 
     config = load_config(path, agent) if path is not None else LoopDetectionConfig()
     if config.enabled is None:
         config = config.with_overrides(enabled=True)
+    if preset is not None:
+        config = config.with_overrides(preset=preset)
     return config
 
 
@@ -395,7 +402,8 @@ _CONFIG_CACHE_MAX_BYTES = 1 << 20
 _MAX_CACHED_CONFIG_BYTES = 16 * 1024 * 1024
 
 
-def _config_key(path: Path | None, agent: str | None) -> str | None:
+def _config_key(path: Path | None, agent: str | None,
+                preset: str | None = None) -> str | None:
     """What the validated config depends on, or None when that cannot be told cheaply (the
     file is not a readable regular file: validation then reports why)."""
     from .. import __version__
@@ -411,7 +419,7 @@ def _config_key(path: Path | None, agent: str | None) -> str | None:
         return None
     if not code or (path is not None and digest is None):
         return None
-    return json.dumps([__version__, code, digest, agent])
+    return json.dumps([__version__, code, digest, agent, preset])
 
 
 def _file_digest(path: Path) -> str | None:

@@ -100,12 +100,27 @@ def check(
             "showing the global values",
         )
     notes += _ignored_by_exemption(loaded)
+    notes += _silent_settings(loaded)
     rows = list(_rows(loaded, repairs.repaired))
     if as_json:
         write_out(json.dumps(_as_json(loaded, path, agent, rows, repairs.messages, notes),
                               indent=2))
         return
     _print_table(loaded, path, agent, rows, notes)
+
+
+def _silent_settings(loaded: LoadedConfig) -> list[str]:
+    """What the file leaves to defaults that a reader may not expect (nothing guards nothing
+    in silence)."""
+    notes = []
+    if loaded.global_block is None and loaded.agent_block is None:
+        notes.append("this file has no tools.loopDetection block: nothing was read from it, "
+                     "every value is a default")
+    if loaded.config.enabled is None:
+        notes.append("enabled is unset: LoopGuard(load_config(...)) in Python runs with the "
+                     "rolling detectors OFF; the CLI doors (claude-hook, mcp-proxy) turn them "
+                     "on. Set tools.loopDetection.enabled = true to detect loops everywhere")
+    return notes
 
 
 # (camelCase key path, effective value, origin): origin is "default", "preset <name>",

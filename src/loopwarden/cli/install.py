@@ -13,6 +13,7 @@ JSON object, a config that does not validate, a hook command that does not run).
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import os
@@ -68,6 +69,13 @@ def claude_code(
     agent: Annotated[str | None, typer.Option(
         "--agent", help="Agent id whose per-agent loopDetection override applies.",
     )] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", metavar="NAME", help="Detection preset for the hook: openclaw or early.",
+    )] = None,
+    exit_behavior: Annotated[str | None, typer.Option(
+        "--exit-behavior", metavar="WHAT",
+        help="At the terminal stop: end (the default), error or continue.",
+    )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
     )] = False,
@@ -111,13 +119,21 @@ def claude_code(
     old_text, settings = _read_settings(path)
     command = start = None
     if not remove:
-        config_arg = None if config is None else str(_checked_config(config, agent))
-        db_arg = None if db is None else str(db.expanduser().absolute())
-        command = hook_command(hook_executable(), config=config_arg, db=db_arg, agent=agent)
+        # One set of options for the hook command and, with --http, the command that starts
+        # the server the http hooks talk to.
+        command_with = functools.partial(
+            hook_command,
+            hook_executable(),
+            config=None if config is None else str(_checked_config(config, agent)),
+            db=None if db is None else str(db.expanduser().absolute()),
+            agent=agent,
+            preset=_one_of("--preset", preset, ("openclaw", "early")),
+            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue")),
+        )
+        command = command_with()
         _check_runs(command)
         if http is not None:
-            start = hook_command(hook_executable(), config=config_arg, db=db_arg, agent=agent,
-                                 http_start=http)
+            start = command_with(http_start=http)
     try:
         new_settings = uninstall(settings) if command is None else install(
             settings, command, http_port=http, start_command=start)
@@ -287,6 +303,15 @@ def _default_mode() -> int:
     return 0o666 & ~umask
 
 
+def _one_of(flag: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
+    """``value`` when it is one of ``allowed`` (or None); anything else is a usage error."""
+    if value is not None and value not in allowed:
+        typer.echo(f"error: {flag}: must be one of {', '.join(allowed)} (got {value!r})",
+                   err=True)
+        raise typer.Exit(2)
+    return value
+
+
 def _error(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
@@ -323,6 +348,13 @@ def codex(
     agent: Annotated[str | None, typer.Option(
         "--agent", help="Agent id whose per-agent loopDetection override applies.",
     )] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", metavar="NAME", help="Detection preset for the hook: openclaw or early.",
+    )] = None,
+    exit_behavior: Annotated[str | None, typer.Option(
+        "--exit-behavior", metavar="WHAT",
+        help="At the terminal stop: end (the default), error or continue.",
+    )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
     )] = False,
@@ -342,7 +374,8 @@ def codex(
     home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
     path = (Path.cwd() / ".codex" if project else home) / "hooks.json"
     done = _install_host_hooks(path, "codex-hook", _CODEX_EVENTS, "Codex CLI", config=config,
-                               db=db, agent=agent, remove=remove, dry_run=dry_run)
+                               db=db, agent=agent, preset=preset, exit_behavior=exit_behavior,
+                               remove=remove, dry_run=dry_run)
     if done and not remove:
         typer.echo(_CODEX_TRUST_NOTE)
 
@@ -365,6 +398,13 @@ def gemini_cli(
     agent: Annotated[str | None, typer.Option(
         "--agent", help="Agent id whose per-agent loopDetection override applies.",
     )] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", metavar="NAME", help="Detection preset for the hook: openclaw or early.",
+    )] = None,
+    exit_behavior: Annotated[str | None, typer.Option(
+        "--exit-behavior", metavar="WHAT",
+        help="At the terminal stop: end (the default), error or continue.",
+    )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
     )] = False,
@@ -381,13 +421,14 @@ def gemini_cli(
         _error("--user and --project exclude each other")
     path = (Path.cwd() if project else Path.home()) / ".gemini" / "settings.json"
     _install_host_hooks(path, "gemini-hook", _GEMINI_EVENTS, "Gemini CLI", config=config,
-                        db=db, agent=agent, remove=remove, dry_run=dry_run,
-                        enable={"hooksConfig": {"enabled": True}})
+                        db=db, agent=agent, preset=preset, exit_behavior=exit_behavior,
+                        remove=remove, dry_run=dry_run, enable={"hooksConfig": {"enabled": True}})
 
 
 def _install_host_hooks(
     path: Path, subcommand: str, events: tuple[str, ...], host: str, *,
     config: Path | None, db: Path | None, agent: str | None, remove: bool, dry_run: bool,
+    preset: str | None = None, exit_behavior: str | None = None,
     enable: dict[str, dict[str, Any]] | None = None,
 ) -> bool:
     """Install (or remove) loopwarden's ``subcommand`` hook entries for ``events`` in the
@@ -401,6 +442,8 @@ def _install_host_hooks(
             config=None if config is None else str(_checked_config(config, agent)),
             db=None if db is None else str(db.expanduser().absolute()),
             agent=agent, subcommand=subcommand,
+            preset=_one_of("--preset", preset, ("openclaw", "early")),
+            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue")),
         )
         _check_runs(command)
     try:

@@ -36,6 +36,11 @@ def mcp_proxy(
     agent: Annotated[
         str | None, typer.Option("--agent", help="Agent id whose config override to apply.")
     ] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option("--preset", metavar="NAME",
+                     help="Detection preset (openclaw, early), on top of --config if given."),
+    ] = None,
     session: Annotated[
         str | None,
         typer.Option("--session", help="Session id for this connection (default: a new uuid)."),
@@ -83,8 +88,15 @@ def mcp_proxy(
         run_proxy,
     )
 
+    if command and command[0].startswith("-"):
+        # An option we do not know, before the server command: never start it as the server.
+        typer.echo(f"error: no such option: {command[0]} (loopwarden's options go before --, "
+                   "the server command after it; see loopwarden mcp-proxy -h)", err=True)
+        raise typer.Exit(2)
     try:
         effective = proxy_config(config, agent)
+        if preset is not None:
+            effective = effective.with_overrides(preset=preset)
         limit = DEFAULT_MAX_MESSAGE_BYTES if max_message_bytes is None \
             else parse_size(max_message_bytes)
         pending_bytes = DEFAULT_MAX_PENDING_BYTES if max_pending_bytes is None \

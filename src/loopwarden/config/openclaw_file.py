@@ -237,6 +237,7 @@ def _resolve_document(
 ) -> LoadedConfig:
     if not isinstance(data, Mapping):
         raise ConfigError("the config must be a JSON object", file=source, value=data)
+    _refuse_misnested(data, source)
     global_block = _global_block(data, source)
     global_keys = _block_keys(global_block, source) if global_block is not None else {}
     chosen: tuple[_Block, dict[str, Any]] | None = None
@@ -256,6 +257,18 @@ def _resolve_document(
         global_block=global_block.path if global_block is not None else None,
         agent_block=chosen[0].path if chosen is not None else None,
     )
+
+
+def _refuse_misnested(data: Mapping[str, object], source: str | None) -> None:
+    """Loop detection keys at the top of the file are a nesting mistake, never ignored: read
+    as OpenClaw reads them they would silently configure nothing."""
+    known = {field.alias or name for name, field in LoopDetectionConfig.model_fields.items()}
+    stray = sorted(key for key in data if key in known or key == "loopDetection")
+    if stray:
+        raise ConfigError(
+            f"{', '.join(stray)} at the top level configures nothing: loop detection is read "
+            'from tools.loopDetection (e.g. {"tools": {"loopDetection": {"enabled": true, '
+            '"warningThreshold": 5}}})', file=source, value=stray[0])
 
 
 def _global_block(data: Mapping[str, object], source: str | None) -> _Block | None:

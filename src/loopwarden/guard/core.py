@@ -66,6 +66,16 @@ def _disabled_by_env() -> bool:
     return off
 
 
+def _warn_enabled_unset() -> None:
+    """Say once per guard that an explicit config without ``enabled`` detects no loops."""
+    log.warning(
+        "LoopGuard(config=...): the config leaves `enabled` unset, so the rolling loop "
+        "detectors are OFF (only the post-compaction guard runs). Set "
+        "tools.loopDetection.enabled = true in the file, or pass "
+        "LoopDetectionConfig(enabled=True, ...), or use LoopGuard(preset=..., **overrides) "
+        "which starts from the enabled default")
+
+
 class GuardCore:
     """A guard's state: what every transaction reads and every driver updates (the
     constructor's arguments are :class:`~loopwarden.guard.LoopGuard`'s)."""
@@ -92,11 +102,21 @@ class GuardCore:
         profiles: object = None,
         sinks: Sequence[EventSink] = (),
         fail_closed: bool = False,
+        preset: str | None = None,
+        **overrides: object,
     ) -> None:
         if config is None:
             from ..config import LoopDetectionConfig  # a hook passing its snapshot never loads it
 
             config = LoopDetectionConfig(enabled=True)
+        if preset is not None:
+            overrides["preset"] = preset
+        if overrides:
+            # Keyword customisations apply on top of the given (or the enabled default) config:
+            # "block sooner" must never be the switch that turns the guard off.
+            config = config.with_overrides(**overrides)
+        if config.enabled is None:
+            _warn_enabled_unset()
         self.detector = LoopDetector(config, profiles)
         self.config = self.detector.config
         # The config is immutable; these derived switches are read on every call.

@@ -46,6 +46,7 @@ _MODULES = frozenset({"loopwarden", "loopwarden.cli", "loopwarden.cli._entry"})
 
 def hook_command(executable: Sequence[str], *, config: str | None = None,
                  db: str | None = None, agent: str | None = None,
+                 preset: str | None = None, exit_behavior: str | None = None,
                  subcommand: str = _SUBCOMMAND, http_start: int | None = None) -> str:
     """The shell command of the hook entries: ``executable`` (its argv, e.g. the absolute path
     of the ``loopwarden`` script) running ``subcommand`` with the options given, quoted.
@@ -53,7 +54,8 @@ def hook_command(executable: Sequence[str], *, config: str | None = None,
     argv = [*executable, subcommand]
     if http_start is not None:
         argv += ["--http-start", str(http_start)]
-    for flag, value in (("--config", config), ("--db", db), ("--agent", agent)):
+    for flag, value in (("--config", config), ("--db", db), ("--agent", agent),
+                        ("--preset", preset), ("--exit-behavior", exit_behavior)):
         if value is not None:
             argv += [flag, value]
     return shlex.join(argv)

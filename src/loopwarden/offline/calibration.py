@@ -106,11 +106,16 @@ class Calibration:
     bounded: tuple[str, ...] = ("warnings", "blocks")
     #: Why blocks were not bounded (empty when they were).
     note: str = ""
+    #: The history the thresholds need: at least the largest of them, so each can fire.
+    history_size: int = 30
+    #: The history the good runs were measured with (the bound is about counts within it).
+    measured_history_size: int = 30
 
     def config_block(self) -> dict[str, Any]:
         """The ``tools.loopDetection`` block to paste into an OpenClaw/loopwarden config."""
         return {
             "enabled": True,
+            "historySize": self.history_size,
             "warningThreshold": self.warning_threshold,
             "criticalThreshold": self.critical_threshold,
             "globalCircuitBreakerThreshold": self.global_circuit_breaker_threshold,
@@ -129,6 +134,19 @@ class Calibration:
     @property
     def guarantee(self) -> str:
         """The false-alarm bound in words, for the report (and, if blocks are not bounded, why)."""
+        return self._bound + " " + self._fit
+
+    @property
+    def _fit(self) -> str:
+        fit = (f"Every threshold is at most historySize {self.history_size}, so each can fire.")
+        if self.history_size > self.measured_history_size:
+            fit += (f" The good runs were measured with a history of "
+                    f"{self.measured_history_size} calls and reached its end, so the bound "
+                    f"holds for counts within {self.measured_history_size} calls only.")
+        return fit
+
+    @property
+    def _bound(self) -> str:
         if "blocks" not in self.bounded:
             return (
                 f"If a new good run is exchangeable with these {self.runs}, it gets any loop "
@@ -191,6 +209,8 @@ def calibrate(scores: Sequence[RunScores], *, alpha: float = 0.05,
         global_circuit_breaker_threshold=max(critical + 1, critical * 3 // 2),
         unknown_tool_threshold=max(unknown, MIN_UNKNOWN_TOOL),
         error_repeat_threshold=error_repeat, budgets=budgets,
+        history_size=_needed_history(base, max(critical + 1, critical * 3 // 2)),
+        measured_history_size=(base or LoopDetectionConfig()).history_size,
     )
 
 
@@ -213,5 +233,11 @@ def _warnings_only(scores: Sequence[RunScores], alpha: float, beta: float,
         unknown_tool_threshold=start.unknown_tool_threshold,
         error_repeat_threshold=error_repeat,
         budgets={k: v for k, v in budgets.items() if k in ("warningThreshold", "errorRepeatThreshold")},
-        bounded=("warnings",), note=note,
+        bounded=("warnings",), note=note, history_size=_needed_history(start, breaker),
+        measured_history_size=start.history_size,
     )
+
+
+def _needed_history(base: LoopDetectionConfig | None, largest: int) -> int:
+    """The history the thresholds need: the measured one, raised to the largest threshold."""
+    return max((base or LoopDetectionConfig()).history_size, largest)
