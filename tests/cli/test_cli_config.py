@@ -72,6 +72,8 @@ def test_json_output_has_effective_camel_case_config(runner: CliRunner, config_f
             "pingPong": False,
             "argumentChurn": True,
             "cycle": True,
+            "oneToolCycle": True,
+            "failureRepeat": True,
             "errorRepeat": None,
         },
         "postCompactionGuard": {"windowSize": 3},

@@ -180,7 +180,10 @@ def test_same_error_with_changing_arguments() -> None:
     warn = first(findings)
     assert (warn.detector, warn.index) == ("error_repeat", 5)
     assert first(findings, "block").detector == "error_repeat"
-    assert replay(calls, OPENCLAW) == []
+    # OpenClaw's own rules see no loop; loopwarden's failure_repeat (on in both presets) warns
+    # at the 10th failure over fresh arguments.
+    assert replay(calls, OPENCLAW.with_overrides(detectors={"failureRepeat": False})) == []
+    assert [(f.detector, f.index) for f in replay(calls, OPENCLAW)] == [("failure_repeat", 10)]
     switched_on = LoopDetectionConfig(enabled=True, detectors={"errorRepeat": True},
                                       error_repeat_threshold=4)
     assert first(replay(calls, switched_on)).index == 4

@@ -15,33 +15,32 @@ Everything is imported from ``loopwarden.fingerprint``; the modules inside are n
 
 from __future__ import annotations
 
-from .canonical import canonical_json, canonical_json_slow, orjson_safe
+from .canonical import canonical_json, orjson_safe
+
+# ``as``: names the tests use, importable from here but outside __all__ (which lists what
+# other floors use).
+from .canonical import canonical_json_slow as canonical_json_slow
 from .canonical import json_bytes as json_bytes
 from .errors import error_text, result_error_text
+from .hashing import UNTRUSTED_ZERO_ID as UNTRUSTED_ZERO_ID
 from .hashing import (
-    UNTRUSTED_ZERO_ID,
     args_hash,
     args_hash_of_json,
-    canonicalise_untrusted,
     digest,
-    mask_when_spans,
     mutation_target_hash,
 )
+from .hashing import canonicalise_untrusted as canonicalise_untrusted
+from .hashing import mask_when_spans as mask_when_spans
 from .outcomes import Outcome, outcome_of, profiled_outcome, text_outcome
-from .unknown_tools import extract_unknown_tool
+from .unknown_tools import extract_unknown_tool as extract_unknown_tool
 
 __all__ = [
-    "UNTRUSTED_ZERO_ID",
     "Outcome",
     "args_hash",
     "args_hash_of_json",
     "canonical_json",
-    "canonical_json_slow",
-    "canonicalise_untrusted",
     "digest",
     "error_text",
-    "extract_unknown_tool",
-    "mask_when_spans",
     "mutation_target_hash",
     "orjson_safe",
     "outcome_of",
