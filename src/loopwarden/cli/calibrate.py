@@ -48,7 +48,7 @@ def calibrate_command(
     try:
         base = resolve_config(config_path, agent, preset)
     except ConfigError as exc:
-        err.print(Text.assemble(("error:", "red"), f" {printable(str(exc))}"))
+        err.print(Text.assemble(("error:", "red"), f" {printable(str(exc))}"), soft_wrap=True)
         raise typer.Exit(2) from None  # an input error, not a finding
     check_paths_exist(paths)
     problems: list[ReadProblem] = []
@@ -74,7 +74,7 @@ def calibrate_command(
             scores = [score_run(calls, base) for calls in runs]
             result = calibrate(scores, alpha=alpha, block_alpha=block_alpha, base=base)
     except CalibrationError as exc:
-        err.print(Text.assemble(("error:", "red"), f" {exc}"))
+        err.print(Text.assemble(("error:", "red"), f" {exc}"), soft_wrap=True)
         raise typer.Exit(2) from None
     block = {"tools": {"loopDetection": {**result.config_block(), "preset": base.preset}}}
     if as_json:

@@ -260,17 +260,29 @@ def _with_failure_echo(outcome: Outcome, call: Prospect, args: Any, result: Any,
     see :mod:`loopwarden.detectors.failure_repeat`)."""
     if outcome.outcome_kind is not None and outcome.outcome_kind != OUTCOME_TERMINAL_EXEC_FAILURE:
         return outcome  # a veto or a write: no failure
+    try:
+        identity = _echo_identity(call, args, result, error, outcome.outcome_kind)
+    except Exception:
+        # The result, the error and the arguments are the host's values (an object whose
+        # ``__class__`` or a str subclass whose methods raise, say): such a failure gets no
+        # echo-masked identity instead of failing the call.
+        return outcome
+    if identity is None:
+        return outcome
+    return outcome._replace(echo_failure_hash=identity)
+
+
+def _echo_identity(call: Prospect, args: Any, result: Any, error: Any,
+                   outcome_kind: str | None) -> str | None:
+    """The echo-masked identity of a failed call's text, or None for a call that did not fail."""
     failed = None if error is MISSING or error is None else error_text(error)
     reported = None
     if failed is None and result is not MISSING and (
             type(result) is not str or result[:32].lstrip()[:1] in ("{", "E")):
         # (A text reports an error only as JSON or after an "Exit code N" header.)
         reported = result_error_text(result)
-    text = failure_text(None if result is MISSING else result, failed, outcome.outcome_kind,
-                        reported)
-    if text is None:
-        return outcome
-    return outcome._replace(echo_failure_hash=echo_failure_identity(text, args, call.args_hash))
+    text = failure_text(None if result is MISSING else result, failed, outcome_kind, reported)
+    return None if text is None else echo_failure_identity(text, args, call.args_hash)
 
 
 def error_identity(args_hash: str, error: Any) -> str:

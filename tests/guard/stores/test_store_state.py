@@ -377,7 +377,9 @@ def test_learned_state_stays_small_with_large_results() -> None:
     state = guard.store.load("s")
     assert state is not None
     encoded = encode_state(state)
-    assert len(encoded) < 20_000  # whole results: 32 x 100 KB
+    # Whole results would be 32 x 100 KB; each record's digests (the failure identity's among
+    # them) keep it near 20 KB.
+    assert len(encoded) < 24_000
     assert b"some file content" not in encoded
 
 

@@ -52,15 +52,20 @@ def argument_tokens(args: Any) -> list[str]:
     """The argument values a failure may echo: each string or number in ``args`` and each
     word of it (a command's paths and ids), quotes stripped, longest first."""
     tokens: set[str] = set()
-    for leaf in _leaves(args):
-        if len(leaf) > _MAX_LEAF:  # file contents, patches: not what an error message echoes
-            continue
-        for token in (leaf, *_TOKEN_SPLIT.split(leaf)):
-            token = token.strip(_QUOTES)
-            if len(token) >= _MIN_TOKEN:
-                tokens.add(token)
-        if len(tokens) > _MAX_TOKENS:
-            break
+    try:
+        for leaf in _leaves(args):
+            if len(leaf) > _MAX_LEAF:  # file contents, patches: not what an error echoes
+                continue
+            for token in (str(leaf), *_TOKEN_SPLIT.split(str(leaf))):
+                token = token.strip(_QUOTES)
+                if len(token) >= _MIN_TOKEN:
+                    tokens.add(token)
+            if len(tokens) > _MAX_TOKENS:
+                break
+    except Exception:
+        # Arguments are the host's values: a mapping, string or number subclass whose methods
+        # raise masks what was read before it, never fails the call.
+        pass
     return sorted(tokens, key=lambda t: (-len(t), t))[:_MAX_TOKENS]
 
 
