@@ -19,7 +19,7 @@ from loopwarden.cli import app
 Step = tuple[str, dict[str, Any], Any, Any]  # tool, args, result, error
 Shape = Callable[[int], Step]
 PRESETS = ("openclaw", "early")
-EXTENSIONS_OFF = {"oneToolCycle": False, "failureRepeat": False}
+EXTENSIONS_OFF = {"oneToolCycle": False, "failureRepeat": False, "equivalentArguments": False}
 
 
 def run(shape: Shape, preset: str, calls: int = 60, **config: Any) -> tuple[int, int | None]:

@@ -15,6 +15,7 @@ from ..fingerprint import Outcome, error_text
 from ..fingerprint.volatile import mask_volatile
 from .detectors import DETECTORS, RULES, Detection, Facts, Limits, Prospect, evaluate, gates_for
 from .detectors.churn import write_churn
+from .detectors.no_progress import EQUIVALENT_SWITCH
 from .fingerprinter import Fingerprinter, PreparedCall
 from .history import (
     OUTCOME_VETO,
@@ -65,6 +66,8 @@ class LoopDetector(Fingerprinter):
             self._mutations = True
         self._failure_echo = any(
             d.reads_failure_echo and d.enabled(self.limits) for d in DETECTORS)
+        # Equivalent argument forms (the no-progress rows of ``detectors.equivalentArguments``).
+        self._core_args = EQUIVALENT_SWITCH in self.limits.switches
         self._history_size = self.config.history_size
         # perTool: limits resolved once per tool name (None: exempt). Empty perTool skips all.
         self._per_tool = bool(self.config.per_tool)
@@ -122,6 +125,8 @@ class LoopDetector(Fingerprinter):
                             _time_ns() // 1_000_000, None, None, None, None, False,
                             prospect.mutation_target_hash, None, prospect.mutating,
                             prospect.pacing, prospect.wait_ms)
+        if prospect.core_hash is not None and prospect.core_hash != prospect.args_hash:
+            record.core_hash = prospect.core_hash
         return state.push(record, self._history_size)
 
     @overload

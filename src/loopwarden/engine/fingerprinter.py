@@ -18,6 +18,7 @@ from ..fingerprint import (
     result_error_text,
     text_outcome,
 )
+from ..fingerprint.defaults import core_args_hash
 from ..fingerprint.leaves import Leaves, leaves_of
 from ..fingerprint.outcomes import OUTCOME_TERMINAL_EXEC_FAILURE
 from ..fingerprint.profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
@@ -75,8 +76,8 @@ class Fingerprinter:
     hashes the detectors compare: for one config's preset switches and one profile registry,
     with the fingerprints of recent calls cached."""
 
-    __slots__ = ("_extended_unknown", "_failure_echo", "_learn", "_mask", "_mutations",
-                 "_prepared", "_prepared_for", "_progress", "registry")
+    __slots__ = ("_core_args", "_extended_unknown", "_failure_echo", "_learn", "_mask",
+                 "_mutations", "_prepared", "_prepared_for", "_progress", "registry")
 
     def __init__(self, config: LoopDetectionConfig, profiles: object = None) -> None:
         self.registry = resolve_registry(profiles)
@@ -91,6 +92,9 @@ class Fingerprinter:
         # Whether failures get an identity with the call's argument values masked (set by the
         # LoopDetector when a detector reads it).
         self._failure_echo = False
+        # Whether calls get the hash of their arguments without default-looking keys (set by
+        # the LoopDetector when a detector reads it).
+        self._core_args = False
         # Fingerprints of recent calls by their canonical arguments: the guard's after-call
         # hook, and every repeat of a looping call, then skip hashing, profile look-ups and
         # the write-target hash. Valid for one registry snapshot (profiles can change).
@@ -135,22 +139,35 @@ class Fingerprinter:
             prospect = Prospect(tool_name, args_hash_of_json(tool_name, canonical))
             if self._mutations:
                 prospect.mutating = mutating_by_name(tool_name)
-            return prospect
-        tool = self.registry.canonical_name(tool_name)
-        prospect = Prospect(
-            tool,
-            args_hash_of_json(tool, canonical),
-            profile.is_poll(args),
-            profile.poll_critical_at_warning,
-            mutation_target_hash(tool, args, cwd, registry=self.registry)
-            if tool == "write" else None,
-            profile,
-        )
-        if self._mutations:
-            prospect.mutating = profile.is_mutating(args)
-        if self._progress:
-            prospect.pacing = profile.is_pacing(args)
-            prospect.wait_ms = int(profile.waits(args) * 1000)
+        else:
+            tool = self.registry.canonical_name(tool_name)
+            prospect = Prospect(
+                tool,
+                args_hash_of_json(tool, canonical),
+                profile.is_poll(args),
+                profile.poll_critical_at_warning,
+                mutation_target_hash(tool, args, cwd, registry=self.registry)
+                if tool == "write" else None,
+                profile,
+            )
+            if self._mutations:
+                prospect.mutating = profile.is_mutating(args)
+            if self._progress:
+                prospect.pacing = profile.is_pacing(args)
+                prospect.wait_ms = int(profile.waits(args) * 1000)
+        if self._core_args:
+            prospect.core_hash = prospect.args_hash
+            # Inline, over the top-level values: most calls have none that could restate a
+            # default, and this runs for every new call.
+            for value in args.values() if type(args) is dict else ():
+                kind = type(value)
+                if (value is None or value is False or kind is dict or kind is list
+                        or ((kind is int or kind is float) and value == 0)
+                        or (kind is str and (not value or (len(value) in (4, 7) and value.lower()
+                                                           in ("auto", "default"))))):
+                    prospect.core_hash = core_args_hash(prospect.tool_name, args,
+                                                        prospect.args_hash)
+                    break
         return prospect
 
     def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:

@@ -96,6 +96,9 @@ class CallRecord:
     wait_ms: int = 0
     # ``failure_repeat``: which failure this was, the call's own argument values masked.
     echo_failure_hash: str | None = None
+    # ``equivalent_repeat``: the call's arguments without their default-looking keys, when
+    # that differs from ``args_hash`` (an equivalent form of another call).
+    core_hash: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -257,6 +260,8 @@ class SessionState:
             view.by_call[record.call_id] = record
         if record.error_identity_hash is not None:
             view.errors += 1
+        if record.core_hash is not None:
+            view.by_core.setdefault(record.core_hash, []).append(record)
         if limit is not None and len(history) > limit:
             if len(history) == limit + 1:
                 self._forget(history.pop(0))
@@ -294,6 +299,10 @@ class SessionState:
             if not old:
                 del by_key[record.args_hash]
         record.args_hash = args_hash
+        if record.core_hash is not None:
+            # Its equivalence was the old arguments'; the new ones are judged as they are.
+            _drop(self._runs[record.run_id].by_core, record.core_hash, record)
+            record.core_hash = None
         order = {id(r): i for i, r in enumerate(self.run_records(record.run_id))}
         target = by_key.setdefault(args_hash, [])
         position = len(target)
@@ -389,6 +398,8 @@ class SessionState:
             del view.by_call[call_id]
         if record.error_identity_hash is not None:
             view.errors -= 1
+        if record.core_hash is not None:
+            _drop(view.by_core, record.core_hash, record)
 
     def _prune_compaction(self) -> None:
         # An unarmed post-compaction guard holds nothing a later arm() would use (arming
@@ -409,11 +420,12 @@ class SessionState:
 
 
 class RunView:
-    """One run's records in order, by args hash and by call id, and how many carry an error
-    identity (an error streak needs that many, so the detectors' O(1) gate can rule it out).
+    """One run's records in order, by args hash, by call id and (equivalent forms) by core
+    hash, and how many carry an error identity (an error streak needs that many, so the
+    detectors' O(1) gate can rule it out).
     Kept by :class:`SessionState`; never mutate it from outside."""
 
-    __slots__ = ("by_call", "by_key", "errors", "records")
+    __slots__ = ("by_call", "by_core", "by_key", "errors", "records")
 
     def __init__(self) -> None:
         self.records: deque[CallRecord] = deque()
@@ -422,9 +434,21 @@ class RunView:
         self.by_key: dict[str, list[CallRecord]] = {}
         self.by_call: dict[str, CallRecord] = {}
         self.errors = 0
+        # Records that are an equivalent form of other arguments, by that core hash.
+        self.by_core: dict[str, list[CallRecord]] = {}
 
 
 _EMPTY: deque[CallRecord] = deque()
+
+
+def _drop(index: dict[str, list[CallRecord]], key: str, record: CallRecord) -> None:
+    records = index.get(key)
+    if records is None:
+        return
+    if record in records:
+        records.remove(record)
+    if not records:
+        del index[key]
 
 
 def check_learned(data: Any) -> dict[str, Any]:

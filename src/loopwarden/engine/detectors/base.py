@@ -71,6 +71,9 @@ class Prospect:
     mutating: bool = False
     pacing: bool = False
     wait_ms: int = 0
+    # ``detectors.equivalentArguments``: the hash of the arguments without the keys that only
+    # restate a default (``args_hash`` when there are none); None while the switch is off.
+    core_hash: str | None = None
 
 
 class Score(NamedTuple):

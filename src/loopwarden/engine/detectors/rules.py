@@ -40,6 +40,7 @@ RULES: tuple[Rule, ...] = (
     one_tool_cycle.CRITICAL,
     pingpong.WARNING,
     no_progress.GENERIC_CRITICAL,
+    no_progress.EQUIVALENT_CRITICAL,
     error_repeat.CRITICAL,
     failure_repeat.CRITICAL,
     # Below every critical, so that a cycle's warning never turns an existing block into a
@@ -48,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     one_tool_cycle.WARNING,
     churn.WARNING,
     no_progress.GENERIC_WARNING,
+    no_progress.EQUIVALENT_WARNING,
     error_repeat.WARNING,
     failure_repeat.WARNING,
 )
