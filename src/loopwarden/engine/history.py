@@ -260,8 +260,7 @@ class SessionState:
             view.by_call[record.call_id] = record
         if record.error_identity_hash is not None:
             view.errors += 1
-        if record.core_hash is not None:
-            view.by_core.setdefault(record.core_hash, []).append(record)
+        view.add_variant(record)
         if limit is not None and len(history) > limit:
             if len(history) == limit + 1:
                 self._forget(history.pop(0))
@@ -299,10 +298,7 @@ class SessionState:
             if not old:
                 del by_key[record.args_hash]
         record.args_hash = args_hash
-        if record.core_hash is not None:
-            # Its equivalence was the old arguments'; the new ones are judged as they are.
-            _drop(self._runs[record.run_id].by_core, record.core_hash, record)
-            record.core_hash = None
+        self._runs[record.run_id].drop_variant(record, forget=True)  # (the old args' form)
         order = {id(r): i for i, r in enumerate(self.run_records(record.run_id))}
         target = by_key.setdefault(args_hash, [])
         position = len(target)
@@ -398,8 +394,7 @@ class SessionState:
             del view.by_call[call_id]
         if record.error_identity_hash is not None:
             view.errors -= 1
-        if record.core_hash is not None:
-            _drop(view.by_core, record.core_hash, record)
+        view.drop_variant(record)
 
     def _prune_compaction(self) -> None:
         # An unarmed post-compaction guard holds nothing a later arm() would use (arming
@@ -437,18 +432,26 @@ class RunView:
         # Records that are an equivalent form of other arguments, by that core hash.
         self.by_core: dict[str, list[CallRecord]] = {}
 
+    def add_variant(self, record: CallRecord) -> None:
+        """Index a new record by its core hash, if it is an equivalent form."""
+        if record.core_hash is not None:
+            self.by_core.setdefault(record.core_hash, []).append(record)
+
+    def drop_variant(self, record: CallRecord, forget: bool = False) -> None:
+        """Take a record out of the core-hash index (``forget``: and clear its core hash)."""
+        core = record.core_hash
+        if core is None:
+            return
+        records = self.by_core.get(core, [])
+        if record in records:
+            records.remove(record)
+        if not records:
+            self.by_core.pop(core, None)
+        if forget:
+            record.core_hash = None
+
 
 _EMPTY: deque[CallRecord] = deque()
-
-
-def _drop(index: dict[str, list[CallRecord]], key: str, record: CallRecord) -> None:
-    records = index.get(key)
-    if records is None:
-        return
-    if record in records:
-        records.remove(record)
-    if not records:
-        del index[key]
 
 
 def check_learned(data: Any) -> dict[str, Any]:

@@ -13,8 +13,6 @@ from typing import Any, Final
 from .canonical import canonical_json
 from .hashing import args_hash_of_json
 
-__all__ = ["core_args_hash", "without_defaults"]
-
 #: Strings that name a default rather than a choice (compared case-insensitively).
 _DEFAULT_WORDS: Final = frozenset({"default", "auto"})
 _MAX_DEPTH: Final = 8
