@@ -107,6 +107,7 @@ def test_no_grants_means_the_first_stop_ends_the_run() -> None:
 def test_a_grant_is_per_run() -> None:
     guard = LoopGuard()
     _, first = _insistent(guard, ["continue", "continue"], run_id="r1")
+    assert [q.grants_used for q in first] == [0, 1]
     _, second = _insistent(guard, ["continue"] * 2, run_id="r2")
     assert [q.grants_used for q in second] == [0, 1]
 
