@@ -39,6 +39,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired
 
+from ..base.errors import ConfigError
 from ..base.types import ToolCall
 from ..guard import (
     BatchAdmission,
@@ -74,6 +75,9 @@ class LoopGuardState(AgentState[Any]):
 class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     """Guard every tool call of a ``create_agent`` agent with ``guard``.
 
+    Without a ``guard`` the middleware builds ``LoopGuard(preset=preset, **overrides)``
+    (enabled; e.g. ``preset="early"``, ``warning_threshold=5, critical_threshold=8``); with
+    one, those keywords belong to that guard and passing them here is a ``ConfigError``.
     ``session`` overrides the session id: a string, or a callable that receives the LangGraph
     ``Runtime`` (``context``, ``execution_info``, ``store``) once per run. ``agent_id`` names
     the agent on loop events. ``exit_behavior``: ``"end"`` (default), ``"error"`` or
@@ -85,11 +89,15 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     state_schema = LoopGuardState
 
     def __init__(
-        self, guard: LoopGuard, *, session: SessionSource = None, agent_id: str | None = None,
-        exit_behavior: ExitBehavior = "end",
+        self, guard: LoopGuard | None = None, *, session: SessionSource = None,
+        agent_id: str | None = None, exit_behavior: ExitBehavior = "end",
+        preset: str | None = None, **overrides: Any,
     ) -> None:
         super().__init__()
-        self.guard = guard
+        if guard is not None and (preset is not None or overrides):
+            raise ConfigError("set it on the LoopGuard you pass (or pass no guard)",
+                              path="preset" if preset is not None else next(iter(overrides)))
+        self.guard = guard if guard is not None else LoopGuard(preset=preset, **overrides)
         self.session = session
         self.agent_id = agent_id
         self.end_of_run = EndOfRun(exit_behavior)
