@@ -338,7 +338,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa:
 from langchain_core.tools import BaseTool, StructuredTool, ToolException  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
-from loopwarden.guard import (  # noqa: E402
+from loopwarden.guard.verdicts import (  # noqa: E402
     RECOVERY_SIBLING_TEXT,
     RECOVERY_TEXT,
     TERMINAL_SIBLING_TEXT,

@@ -142,6 +142,8 @@ class SessionState:
     recovery_used: dict[str, bool] = field(default_factory=dict)
     compaction: dict[str, PostCompactionGuard] = field(default_factory=dict)
     learned: dict[str, Any] = field(default_factory=dict)
+    #: How many "continue" answers a human gave each run (``exit_behavior="ask"``), by run key.
+    grants: dict[str, int] = field(default_factory=dict)
     _runs: dict[RunKey, RunView] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -325,6 +327,19 @@ class SessionState:
             del self.recovery_used[next(iter(self.recovery_used))]
         return True
 
+    def restart_run(self, run_id: RunKey) -> None:
+        """Give the run a fresh loop budget (a human answered "continue"): its records leave
+        the window, and its warning slots, recovery turn and stop are forgotten, so every count
+        starts over. The post-compaction guard and learned volatile fields are kept (and a door's
+        own marks in ``recovery_used`` are the door's to clear)."""
+        if self._runs.pop(run_id, None) is not None:
+            self.history[:] = [r for r in self.history if r.run_id != run_id]
+        self.recovery_used.pop(run_id or "", None)
+        others = tuple(f"{run}:" for run in self._runs if run)
+        for slot in [k for k in self.warning_buckets
+                     if (k.startswith(f"{run_id}:") if run_id else not k.startswith(others))]:
+            del self.warning_buckets[slot]
+
     def copy(self) -> SessionState:
         """An independent copy (records copied too), e.g. for projected batch admission."""
         clone = SessionState(
@@ -333,6 +348,7 @@ class SessionState:
             recovery_used=dict(self.recovery_used),
             compaction={k: PostCompactionGuard.from_dict(g.to_dict()) for k, g in self.compaction.items()},
             learned=dict(self.learned),
+            grants=dict(self.grants),
         )
         return clone
 
@@ -340,13 +356,16 @@ class SessionState:
 
     def to_dict(self) -> dict[str, Any]:
         """The state as plain JSON data, for the stores (read back by :meth:`from_dict`)."""
-        return {
+        data = {
             "history": [r.to_dict() for r in self.history],
             "warning_buckets": dict(self.warning_buckets),
             "recovery_used": dict(self.recovery_used),
             "compaction": {k: g.to_dict() for k, g in self.compaction.items()},
             "learned": dict(self.learned),
         }
+        if self.grants:  # (only runs a human let go on: stored states stay as they were)
+            data["grants"] = dict(self.grants)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionState:
@@ -356,9 +375,12 @@ class SessionState:
         buckets = data.get("warning_buckets", {})
         recovery = data.get("recovery_used", {})
         compaction = data.get("compaction", {})
+        grants = data.get("grants", {})
         if not (isinstance(history, list) and isinstance(buckets, dict)
                 and isinstance(recovery, dict) and isinstance(compaction, dict)
-                and all(type(b) is int for b in buckets.values())):
+                and isinstance(grants, dict)
+                and all(type(b) is int for b in buckets.values())
+                and all(type(g) is int for g in grants.values())):
             raise ValueError("not a session state")
         return cls(
             history=[CallRecord.from_dict(r) for r in history],
@@ -366,6 +388,7 @@ class SessionState:
             recovery_used=dict(recovery),
             compaction={str(k): PostCompactionGuard.from_dict(v) for k, v in compaction.items()},
             learned=check_learned(data.get("learned", {})),
+            grants={str(k): v for k, v in grants.items()},
         )
 
     # -- internals ---------------------------------------------------------------------------

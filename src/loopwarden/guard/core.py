@@ -155,6 +155,13 @@ def stop_run(state: SessionState, run: str | None) -> None:
     state.recovery_used[_STOPPED_PREFIX + (run or "")] = True
 
 
+def restart_run(state: SessionState, run: str | None) -> None:
+    """A human let ``run`` go on after its stop: every loop count starts over, and a run stopped
+    under :attr:`GuardCore.deny_after_stop` runs again."""
+    state.restart_run(run)
+    state.recovery_used.pop(_STOPPED_PREFIX + (run or ""), None)
+
+
 def run_stopped(state: SessionState, run: str | None) -> bool:
     """Whether a terminal verdict stopped ``run`` earlier."""
     return bool(state.recovery_used.get(_STOPPED_PREFIX + (run or "")))
