@@ -5,24 +5,29 @@ tool response as an outcome, a warning note on a ``ToolMessage``."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langgraph.config import get_config
 from langgraph.types import Command
 
 from ..base.errors import LoopTerminatedError
 from ..base.types import MISSING
-from ..guard import STOP_MESSAGE, Detection, Verdict, append_note
+from ..guard import STOP_MESSAGE, Detection, Question, Verdict, append_note
+from ..guard.asking import Decision
 
 RUN_KEY = "loopwarden_run_id"
 SESSION_KEY = "loopwarden_session"
 COMPACTION_KEY = "loopwarden_compaction_seen"
 ADMITTED_KEY = "loopwarden_admitted"
 STOP_KEY = "loopwarden_stop"
+ASK_KEY = "loopwarden_ask"
 _SUMMARY_SOURCE = "summarization"  # how SummarizationMiddleware marks its summary message
 
 ToolResponse = ToolMessage | Command[Any]
+log = logging.getLogger("loopwarden")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,16 +74,53 @@ def unanswered(messages: Sequence[AnyMessage]) -> tuple[AIMessage, list[Any]] | 
     return None
 
 
-def ends_run(messages: Sequence[AnyMessage]) -> bool:
-    """Whether the last assistant message's answers include a terminal loopwarden block."""
+def terminal_block(messages: Sequence[AnyMessage]) -> Mapping[str, Any] | None:
+    """The artifact of a terminal loopwarden block among the last assistant message's answers
+    (a call admitted on its own hit the terminal stop), or None."""
     for message in reversed(messages):
         if isinstance(message, AIMessage):
-            return False
+            return None
         found = message.artifact if isinstance(message, ToolMessage) else None
         if isinstance(found, Mapping) and found.get("terminate") is True and isinstance(
                 found.get("details"), Mapping) and found["details"].get("deniedReason") == "tool-loop":
-            return True
-    return False
+            return found
+    return None
+
+
+def resumable() -> bool:
+    """Whether this graph run can be resumed after an interrupt: it has a checkpointer."""
+    try:
+        # (LangGraph hands a node's checkpointer in its config under this internal key)
+        return get_config()["configurable"].get("__pregel_checkpointer") is not None
+    except (RuntimeError, KeyError):
+        return False
+
+
+def review_request(question: Question, args: Any) -> dict[str, Any]:
+    """The interrupt value: ``HumanInTheLoopMiddleware``'s request shape (one action, approve or
+    reject), so agent UIs render it; ``loopwarden`` holds the question as plain data."""
+    return {"action_requests": [{"name": question.tool_name, "args": args if isinstance(
+                args, Mapping) else {}, "description": question.text}],
+            "review_configs": [{"action_name": question.tool_name,
+                                "allowed_decisions": ["approve", "reject"]}],
+            "loopwarden": question.to_dict()}
+
+
+def decision(resume: Any) -> Decision:
+    """A resume value as a decision: ``HumanInTheLoopMiddleware``'s ``{"decisions": [{"type":
+    "approve"}]}`` (``"reject"`` stops), or a plain ``"continue"`` / ``"stop"``. Anything else
+    stops the run (logged): an unreadable answer never lets a loop go on."""
+    found = resume
+    if isinstance(found, Mapping) and isinstance(found.get("decisions"), Sequence):
+        found = next(iter(found["decisions"]), None)
+    if isinstance(found, Mapping):
+        found = found.get("type")
+    answer = {"approve": "continue", "continue": "continue", "reject": "stop", "stop": "stop"}
+    if found not in answer:
+        log.warning("loopwarden: an answer to the loop question must approve or reject (or be "
+                    '"continue" / "stop"), got %.80r; stopping the run', resume)
+        return "stop"
+    return answer[found]  # type: ignore[return-value]
 
 
 def admitted_notes(state: Any, call: Call) -> list[str] | None:

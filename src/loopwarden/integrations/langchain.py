@@ -37,15 +37,17 @@ from langchain.agents.middleware.types import PrivateStateAttr, ToolCallRequest,
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 from typing_extensions import NotRequired
 
 from ..base.errors import ConfigError
-from ..base.types import ToolCall
+from ..base.types import MISSING, ToolCall
 from ..guard import (
     BatchAdmission,
     EndOfRun,
     ExitBehavior,
     LoopGuard,
+    Question,
     Verdict,
     terminated_error,
 )
@@ -70,6 +72,8 @@ class LoopGuardState(AgentState[Any]):
     loopwarden_admitted: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
     #: The terminal stop of this run under ``exit_behavior="error"`` (raised by after_agent).
     loopwarden_stop: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    #: ``"ask"``: the question before_model puts to a human (an interrupt), with the batch.
+    loopwarden_ask: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
 
 
 class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
@@ -90,7 +94,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
 
     def __init__(
         self, guard: LoopGuard | None = None, *, session: SessionSource = None,
-        agent_id: str | None = None, exit_behavior: ExitBehavior = "end",
+        agent_id: str | None = None, exit_behavior: ExitBehavior = "end", max_grants: int = 2,
         preset: str | None = None, **overrides: Any,
     ) -> None:
         super().__init__()
@@ -100,7 +104,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         self.guard = guard if guard is not None else LoopGuard(preset=preset, **overrides)
         self.session = session
         self.agent_id = agent_id
-        self.end_of_run = EndOfRun(exit_behavior)
+        self.end_of_run = EndOfRun(exit_behavior, max_grants=max_grants)
         self.exit_behavior = self.end_of_run.behavior
         self.tools = []
 
@@ -110,7 +114,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         """Fix the run's ids at its start: the run id (the config's ``run_id``, else a new one)
         and the session."""
         run = lc.given_run_id(runtime) or uuid.uuid4().hex
-        return {lc.RUN_KEY: run, lc.SESSION_KEY: self._session_for(runtime, run), lc.STOP_KEY: None}
+        return {lc.RUN_KEY: run, lc.SESSION_KEY: self._session_for(runtime, run), lc.STOP_KEY: None,
+                lc.ASK_KEY: None}
 
     def _session_for(self, runtime: Any, run: str | None) -> str:
         if isinstance(self.session, str):
@@ -128,13 +133,13 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
 
     # -- batch admission (and compaction) after each model call ----------------------------
 
-    @hook_config(can_jump_to=["end"])
+    @hook_config(can_jump_to=["end", "model"])
     def after_model(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Forward a new conversation summary as a compaction, then admit the model's tool calls
         as one batch (a critical blocks them all, the terminal stop jumps to the end)."""
         return run_plan(self.guard, self._after_model(state, runtime))
 
-    @hook_config(can_jump_to=["end"])
+    @hook_config(can_jump_to=["end", "model"])
     async def aafter_model(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
@@ -157,44 +162,81 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
             admission = yield Step("admit_batch", (
                 [ToolCall(c.tool, c.args, c.call_id) for c in calls],),
                 {"session": session, "run_id": run, "agent_id": self.agent_id})
-            update.update(self._admitted(message, calls, admission))
+            update.update((yield from self._admitted(message, calls, admission)))
         return update or None
 
     def _admitted(self, message: AIMessage, calls: list[Call],
-                  admission: BatchAdmission) -> dict[str, Any]:
+                  admission: BatchAdmission) -> Plan[dict[str, Any]]:
         """The state update for an admitted batch: the notes for the calls that run, or the
-        blocked answers to every call (and, at the terminal stop, the end of the run)."""
+        blocked answers to every call (and, at the terminal stop, the end of the run or, under
+        "ask", the question for before_model)."""
         if admission.intervention is None:
             notes = {c.call_id: v.note or "" for c, v in zip(calls, admission.verdicts,
                                                             strict=True)}
             return {lc.ADMITTED_KEY: {"message": message.id, "notes": notes}}
-        action = self.end_of_run.action(admission.terminal)
+        action = self.end_of_run.action(admission.terminal, can_ask=lc.resumable())
         verdicts = [self.end_of_run.answer(v) for v in admission.verdicts]
         answers: list[AnyMessage] = [lc.blocked_message(c, v)
                                      for c, v in zip(calls, verdicts, strict=True)]
         update: dict[str, Any] = {lc.ADMITTED_KEY: {"message": message.id, "notes": {}}}
-        if action in ("end", "raise"):
-            # Both end the run here; "raise" raises in after_agent (an after_model hook that
+        trigger = next((c, v) for c, v in zip(calls, verdicts, strict=True) if v.detection)
+        if action == "ask":
+            question = yield self._ask(trigger[1], trigger[0])
+            if question is not None:  # no answers yet: the calls run if the human says so
+                return {**update, "jump_to": "model", lc.ASK_KEY: {
+                    "question": question.to_dict(), "args": trigger[0].args, "answers": answers}}
+        if action in ("end", "raise", "ask"):
+            # All end the run here; "raise" raises in after_agent (an after_model hook that
             # raised would leave the run's state unwritten).
-            trigger = next(v for v in verdicts if v.detection is not None)
             answers.append(lc.stop_message())
             update["jump_to"] = "end"
             if action == "raise":
-                update[lc.STOP_KEY] = lc.stop_record(trigger, calls[0].session, calls[0].run)
+                update[lc.STOP_KEY] = lc.stop_record(trigger[1], calls[0].session, calls[0].run)
         update["messages"] = answers
         return update
 
+    def _ask(self, verdict: Verdict, call: Call) -> Step:
+        return Step("ask", (verdict,), {
+            "session": call.session, "run_id": call.run, "agent_id": self.agent_id,
+            "max_grants": self.end_of_run.max_grants, "channel": "langgraph-interrupt"})
+
     # -- the terminal stop: a one-call block (before_model), "error" (after_agent) ---------
 
-    @hook_config(can_jump_to=["end"])
+    @hook_config(can_jump_to=["end", "tools"])
     def before_model(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """End the run when the last tool call, admitted on its own, hit the terminal stop
-        (``exit_behavior="end"``)."""
-        # Only a call admitted one by one (not by after_model) can leave a terminal block
-        # here; a terminal batch already ended the run.
-        if not self.end_of_run.ends_runs or not lc.ends_run(lc.get(state, "messages") or []):
-            return None
-        return {"messages": [lc.stop_message()], "jump_to": "end"}
+        """At a terminal stop left by the last step: under "ask", interrupt the run with the
+        question and act on the answer; else end the run (a call admitted on its own)."""
+        return run_plan(self.guard, self._before_model(state))
+
+    @hook_config(can_jump_to=["end", "tools"])
+    async def abefore_model(
+        self, state: LoopGuardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """:meth:`before_model` without blocking the event loop."""
+        return await arun_plan(self.guard, self._before_model(state))
+
+    def _before_model(self, state: Any) -> Plan[dict[str, Any] | None]:
+        asked = lc.get(state, lc.ASK_KEY)  # a terminal batch (after_model)
+        if not asked:  # or a call admitted on its own (its artifact has the question)
+            block = lc.terminal_block(lc.get(state, "messages") or [])
+            if block is None or not self.end_of_run.ends_runs:
+                return None
+            asked = block.get("loopwarden_ask")
+            if not asked:
+                return {"messages": [lc.stop_message()], "jump_to": "end"}
+        # A resumed run re-runs this hook from its start: nothing above touches the guard.
+        question = Question(**asked["question"])
+        decision = lc.decision(interrupt(lc.review_request(question, asked.get("args"))))
+        verdict = yield Step("answer", (question, decision), {
+            "args": asked.get("args", MISSING), "agent_id": self.agent_id})
+        if verdict.action == "block":
+            return {"messages": [*asked.get("answers", ()), lc.stop_message()],
+                    "jump_to": "end", lc.ASK_KEY: None}
+        if "answers" not in asked:  # the lone call stays blocked; the model goes on
+            return {lc.ASK_KEY: None}
+        admitted = {"message": lc.get(state, lc.ADMITTED_KEY)["message"],
+                    "notes": {question.call_id: verdict.note or ""}}
+        return {lc.ASK_KEY: None, lc.ADMITTED_KEY: admitted, "jump_to": "tools"}
 
     def after_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Raise the run's terminal stop as :class:`~loopwarden.LoopTerminatedError`
@@ -231,7 +273,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         if notes is None:  # not admitted with its message: ask for this call alone
             verdict = yield Step("before_tool_call", (call.tool, call.args), ids)
             if verdict.action == "block":
-                return self._blocked(call, verdict)
+                return (yield from self._blocked(call, verdict))
             notes = [verdict.note] if verdict.note else []
         try:
             response = yield Step("", (request,), {})
@@ -244,9 +286,15 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
                             {**lc.outcome(response, call), **ids})
         return lc.annotated(response, call, [*notes, *([after.note] if after.note else [])])
 
-    def _blocked(self, call: Call, verdict: Verdict) -> ToolMessage:
+    def _blocked(self, call: Call, verdict: Verdict) -> Plan[ToolMessage]:
         """A call blocked on its own. At the terminal stop, "error" raises here (a tool node
-        cannot write the stop to the state) and "end" marks the answer for before_model."""
-        if self.end_of_run.action(verdict.terminate) == "raise":
+        cannot write the stop to the state), "end" and "ask" mark the answer for before_model
+        (with the question under "ask")."""
+        action = self.end_of_run.action(verdict.terminate, can_ask=lc.resumable())
+        if action == "raise":
             raise terminated_error(verdict, session=call.session, run_id=call.run)
-        return lc.blocked_message(call, self.end_of_run.answer(verdict))
+        message = lc.blocked_message(call, self.end_of_run.answer(verdict))
+        question = (yield self._ask(verdict, call)) if action == "ask" else None
+        if question is not None:
+            message.artifact["loopwarden_ask"] = {"question": question.to_dict()}
+        return message
