@@ -1,13 +1,7 @@
 """LangChain v1 / LangGraph door: an ``AgentMiddleware`` for ``create_agent``.
 
 ```python
-from langchain.agents import create_agent
-from loopwarden import LoopGuard
-from loopwarden.integrations.langchain import LoopGuardMiddleware
-
-guard = LoopGuard()  # enabled, default thresholds
-agent = create_agent(model, tools, middleware=[LoopGuardMiddleware(guard)])
-agent.invoke({"messages": [...]}, {"configurable": {"thread_id": "t1"}})
+agent = create_agent(model, tools, middleware=[LoopGuardMiddleware(preset="early")])
 ```
 
 One assistant message's tool calls are admitted together, as one batch, right after the model
@@ -17,7 +11,10 @@ A warning's note is appended to the call's ``ToolMessage``; a critical blocks th
 the model one recovery turn. The terminal stop follows ``exit_behavior`` (named like
 ``ToolCallLimitMiddleware``'s): ``"end"`` (default) answers every call, adds the stop
 ``AIMessage`` and jumps to the end; ``"error"`` does the same, then raises
-:class:`loopwarden.LoopTerminatedError` in ``after_agent``; ``"continue"`` only blocks.
+:class:`loopwarden.LoopTerminatedError` in ``after_agent``; ``"continue"`` only blocks;
+``"ask"`` holds the batch and interrupts the run in ``before_model`` with a question shaped like
+``HumanInTheLoopMiddleware``'s request: approve runs the batch with a fresh budget, reject ends
+the run (without a checkpointer nobody can resume it: it ends as ``"end"``).
 
 Ids: session = the thread id (else the run), run = one graph run (a resume continues it) or the
 config's ``run_id``; both are fixed by ``before_agent`` in private state keys. A summary by
@@ -84,8 +81,9 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     one, those keywords belong to that guard and passing them here is a ``ConfigError``.
     ``session`` overrides the session id: a string, or a callable that receives the LangGraph
     ``Runtime`` (``context``, ``execution_info``, ``store``) once per run. ``agent_id`` names
-    the agent on loop events. ``exit_behavior``: ``"end"`` (default), ``"error"`` or
-    ``"continue"`` (see the module docs). Put it first in ``middleware=[...]`` so it sees every
+    the agent on loop events. ``exit_behavior``: ``"end"`` (default), ``"error"``,
+    ``"continue"`` or ``"ask"`` (with ``max_grants`` "continue" answers per run; see the module
+    docs). Put it first in ``middleware=[...]`` so it sees every
     call before other tool wrappers retry or rewrite it (its ``after_model`` then runs last,
     on the calls other middleware left to run).
     """
