@@ -153,7 +153,7 @@ class Ask(Transaction["Question | None"]):
             session=question.session, run=question.run_id, agent=self.agent,
             call_id=question.call_id, tool=question.tool_name, level="critical", action="ask",
             detector=question.detector, count=question.count, message=question.text,
-            grants=question.grants_used, answered_by=self.channel or None, terminal=True,
+            grants=question.grants_used, answered_by=self.channel or None,
         )
 
 
