@@ -20,6 +20,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
+from langchain_parts import JobTool
 from loopwarden import CompactionLoopPersistedError, ConfigError, LoopDetectionConfig, LoopGuard
 from loopwarden.guard import STOP_MESSAGE
 from loopwarden.integrations.langchain import LoopGuardMiddleware
@@ -53,27 +54,6 @@ class ScriptedChatModel(BaseChatModel):
         else:
             reply = AIMessage(content=FINAL)
         return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
-class JobTool:
-    """A tool that reports the same status forever and counts how often it really ran."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-
-        @tool
-        def check_job(job: str) -> str:
-            """Report the status of a build job."""
-            self.runs += 1
-            return f"{job}: still running"
-
-        @tool("check_job")
-        async def acheck_job(job: str) -> str:
-            """Report the status of a build job."""
-            self.runs += 1
-            return f"{job}: still running"
-
-        self.sync, self.async_ = check_job, acheck_job
 
 
 def _guard() -> LoopGuard:

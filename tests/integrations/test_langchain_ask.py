@@ -14,16 +14,14 @@ import pytest
 pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware
-from langchain.agents.middleware.types import hook_config
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import Field
 
+from langchain_parts import JobTool, SkipToTools
 from loopwarden import LoopEvent, LoopGuard
 from loopwarden.guard import STOP_MESSAGE
 from loopwarden.integrations.langchain import LoopGuardMiddleware
@@ -59,27 +57,6 @@ class InsistentModel(BaseChatModel):
             message=AIMessage(content="", tool_calls=calls))])
 
 
-class Jobs:
-    """The tool, sync and async, counting how often it really ran."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-
-        @tool
-        def check_job(job: str) -> str:
-            """Report the status of a build job."""
-            self.runs += 1
-            return f"{job}: still running"
-
-        @tool("check_job")
-        async def acheck_job(job: str) -> str:
-            """Report the status of a build job."""
-            self.runs += 1
-            return f"{job}: still running"
-
-        self.sync, self.async_ = check_job, acheck_job
-
-
 class Human:
     """Answers each interrupt with the next of ``answers`` (the last one forever) and keeps
     the interrupt values it was shown."""
@@ -93,11 +70,11 @@ class Human:
         return self.answers[min(len(self.shown), len(self.answers)) - 1]
 
 
-def _parts(**model: Any) -> tuple[Jobs, InsistentModel, list[LoopEvent]]:
-    return Jobs(), InsistentModel(**model), []
+def _parts(**model: Any) -> tuple[JobTool, InsistentModel, list[LoopEvent]]:
+    return JobTool(), InsistentModel(**model), []
 
 
-def _agent(jobs: Jobs, model: InsistentModel, events: list[LoopEvent], *,
+def _agent(jobs: JobTool, model: InsistentModel, events: list[LoopEvent], *,
            asynchronous: bool = False, checkpointer: bool = True, **options: Any) -> Any:
     # critical at 5: 5 runs, the 6th call blocked (the recovery turn), the 7th is the stop
     guard = LoopGuard(warning_threshold=3, critical_threshold=5, sinks=[events.append])
@@ -255,18 +232,6 @@ def test_an_unreadable_answer_stops_the_run(caplog: pytest.LogCaptureFixture) ->
         out = _drive(_agent(jobs, model, events), Human({"decisions": [{"type": "edit"}]}))
     assert out["messages"][-1].text == STOP_MESSAGE and jobs.runs == 5
     assert "must approve or reject" in caplog.text
-
-
-class SkipToTools(AgentMiddleware[Any, Any]):
-    """Listed after LoopGuardMiddleware, its after_model jumps straight to the tools, past
-    LoopGuardMiddleware's: each call reaches wrap_tool_call unadmitted (checked alone)."""
-
-    @hook_config(can_jump_to=["tools"])
-    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        message = state["messages"][-1]
-        if isinstance(message, AIMessage) and message.tool_calls:
-            return {"jump_to": "tools"}
-        return None
 
 
 def test_a_call_admitted_alone_is_asked_about_before_the_next_model_call() -> None:
