@@ -74,10 +74,15 @@ def _parts(**model: Any) -> tuple[JobTool, InsistentModel, list[LoopEvent]]:
     return JobTool(), InsistentModel(**model), []
 
 
-def _agent(jobs: JobTool, model: InsistentModel, events: list[LoopEvent], *,
-           asynchronous: bool = False, checkpointer: bool = True, **options: Any) -> Any:
+def _guard(events: list[LoopEvent]) -> LoopGuard:
     # critical at 5: 5 runs, the 6th call blocked (the recovery turn), the 7th is the stop
-    guard = LoopGuard(warning_threshold=3, critical_threshold=5, sinks=[events.append])
+    return LoopGuard(warning_threshold=3, critical_threshold=5, sinks=[events.append])
+
+
+def _agent(jobs: JobTool, model: InsistentModel, events: list[LoopEvent], *,
+           asynchronous: bool = False, checkpointer: bool = True, guard: LoopGuard | None = None,
+           **options: Any) -> Any:
+    guard = guard or _guard(events)
     return create_agent(model, [jobs.async_ if asynchronous else jobs.sync],
                         middleware=[LoopGuardMiddleware(guard, exit_behavior="ask", **options)],
                         checkpointer=InMemorySaver() if checkpointer else None)
@@ -170,9 +175,12 @@ def test_the_interrupt_follows_human_in_the_loop_requests() -> None:
 @pytest.mark.parametrize("answer", [REJECT, "stop"])
 def test_stop_ends_the_run(answer: Any) -> None:
     jobs, model, events = _parts()
-    human = Human(answer)
-    out = _drive(_agent(jobs, model, events), human)
+    human, guard = Human(answer), _guard(events)
+    out = _drive(_agent(jobs, model, events, guard=guard), human)
     assert len(human.shown) == 1 and jobs.runs == 5 and model.turns == 7
+    # the resume re-ran the interrupted hook: still one record per call, none admitted twice
+    records = guard.history("t1")
+    assert len(records) == 7 and len({r.call_id for r in records}) == 7
     assert _actions(events) == ["block", "block", "ask", "stop"]
     assert out["messages"][-1].text == STOP_MESSAGE
     _consistent(out["messages"])
@@ -249,3 +257,20 @@ def test_a_call_admitted_alone_is_asked_about_before_the_next_model_call() -> No
     assert jobs.runs == 5 + 5
     assert out["messages"][-1].text == STOP_MESSAGE
     _consistent(out["messages"])
+
+
+def test_another_worker_can_resume_the_question() -> None:
+    """The question lives in the checkpointed state, not in the middleware: a second agent
+    built on the same checkpointer and guard store answers it."""
+    jobs, model, events = _parts()
+    guard, saver, config = _guard(events), InMemorySaver(), _config()
+
+    def build() -> Any:
+        return create_agent(model, [jobs.sync], checkpointer=saver, middleware=[
+            LoopGuardMiddleware(guard, exit_behavior="ask")])
+
+    build().invoke({"messages": [("user", "wait")]}, config)
+    assert _pending(build(), config)["loopwarden"]["grants_used"] == 0
+    out = build().invoke(Command(resume="stop"), config)
+    assert out["messages"][-1].text == STOP_MESSAGE and jobs.runs == 5
+    assert _actions(events) == ["block", "block", "ask", "stop"]
