@@ -133,6 +133,11 @@ class LoopGuardrails:
         if not (isinstance(inner, kind) and inner.owner is self):
             setattr(owner, attr, kind(self, inner, hook))
 
+    def question(self, item: Any) -> Question | None:
+        """The guard's question behind an approval ``item`` of ``result.interruptions`` (its
+        ``.text`` is what to show the human), or None when loopwarden did not ask for it."""
+        return self._asked.get(str(field_of(getattr(item, "raw_item", None), "call_id")))
+
     def response_received(self, ctx: RunContextWrapper[Any], agent: Agent[Any],
                           response: ModelResponse) -> None:
         """Note a compaction item (the guard is armed before the run's next call, where the
