@@ -1,7 +1,6 @@
-"""The OpenAI Agents SDK's shapes, for its door (``openai_agents``): the door's exceptions as SDK
-exceptions, a model response's guarded calls, a warning note on a tool output, and the SDK
-callables the door wraps (a tool's failure formatter and ``needs_approval``, an agent's
-``tool_use_behavior``), and a record per run (the SDK's run context). Translation only: the door's hooks decide, these hand the decision on."""
+"""The OpenAI Agents SDK's shapes for its door (``openai_agents``): its exceptions as SDK ones, a
+record per run, a response's guarded calls, a note on a tool output, and the SDK callables the
+door wraps. Translation only: the door's hooks decide, these hand their decisions on."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import inspect
 import json
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -65,8 +64,7 @@ class RunRecord:
     session: str | None = None  # the last one a guardrail resolved
     pending: dict[str, Verdict] = field(default_factory=dict)  # before-verdicts by call id
     failures: dict[str, Exception] = field(default_factory=dict)  # see FailureFirst
-    # The last model response's guarded calls (by call id), admitted together by the first
-    # of them to ask, for the responding agent.
+    # The last response's guarded calls by id, admitted together by the first to ask.
     batch: dict[str, ToolCall] = field(default_factory=dict)
     batch_agent: str | None = None
     admission: asyncio.Future[BatchAdmission] | None = None
@@ -74,29 +72,26 @@ class RunRecord:
     stopped: bool = False  # the terminal stop under "end": tool_use_behavior ends the run
 
 
-class Runs:
+class Runs(dict[int, RunRecord]):
     """The records of live runs, keyed by the run's ``Usage`` object: the SDK creates one per
     run context and shares it with every tool context of that run. Entries die with the run."""
 
-    def __init__(self) -> None:
-        self._runs: dict[int, RunRecord] = {}
-
     def __call__(self, ctx: RunContextWrapper[Any]) -> RunRecord:
+        """The record of ``ctx``'s run (a new one for a new run)."""
         anchor = ctx.usage
-        run = self._runs.get(id(anchor))
+        run = self.get(id(anchor))
         if run is None:
-            run = self._runs[id(anchor)] = RunRecord(uuid.uuid4().hex)
-            weakref.finalize(anchor, self._runs.pop, id(anchor), None)
+            run = self[id(anchor)] = RunRecord(uuid.uuid4().hex)
+            weakref.finalize(anchor, self.pop, id(anchor), None)
         return run
 
 
-def with_guardrail(guardrails: list[Any] | None, guardrail: Any, at: int | None = None
+def with_guardrail(guardrails: list[Any] | None, guardrail: Any, *, first: bool = False
                    ) -> list[Any]:
-    """``guardrails`` with ``guardrail`` inserted at ``at`` (else last), unless already there."""
+    """``guardrails`` with ``guardrail`` added first or last, unless it is there already."""
     current = list(guardrails or [])
-    if guardrail not in current:
-        current.insert(len(current) if at is None else at, guardrail)
-    return current
+    return current if guardrail in current else (
+        [guardrail, *current] if first else [*current, guardrail])
 
 
 def guarded_calls(agent: Agent[Any], guardrail: Any, output: Iterable[Any]) -> list[ToolCall]:
@@ -128,16 +123,18 @@ def decoded(raw: Any) -> Any:
         return raw
 
 
-def field_of(item: Any, name: str) -> Any:
-    """A field of an SDK item, which may be a model object or a plain mapping."""
-    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+def field_of(item: Any, *path: str) -> Any:
+    """A field (or a field's field...) of an SDK item, which may be a model object or a plain
+    mapping; None where one is missing."""
+    for name in path:
+        item = item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+    return item
 
 
 def _is_structured(item: Any) -> bool:
     """Whether the SDK sends ``item`` to the model as a structured output part."""
-    if isinstance(item, (ToolOutputText, ToolOutputImage, ToolOutputFileContent)):
-        return True
-    return isinstance(item, Mapping) and isinstance(item.get("type"), str)
+    return isinstance(item, (ToolOutputText, ToolOutputImage, ToolOutputFileContent)) or (
+        isinstance(item, Mapping) and isinstance(item.get("type"), str))
 
 
 def with_note(output: Any, note: str) -> Any:
@@ -168,22 +165,24 @@ async def tool_use_result(behavior: Any, ctx: RunContextWrapper[Any],
     return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
 
 
+@dataclass(eq=False)
 class Wrapped:
     """A host callable the door wraps, once per ``owner`` (its rails): ``inner`` is the
     original, ``hook`` the door's part."""
 
-    def __init__(self, owner: object, inner: Any, hook: Callable[..., Any]) -> None:
-        self.owner = owner
-        self.inner = inner
-        self.hook = hook
+    owner: object
+    inner: Any
+    hook: Callable[..., Any]
 
 
 class FailureFirst(Wrapped):
-    """A tool's ``failure_error_function``, unchanged, that first tells the door (``hook(ctx,
-    error)``) which call failed with which exception."""
+    """A tool's ``failure_error_function``, unchanged, that first notes which call failed with
+    which exception in the run's record (``hook(ctx)``), for the output guardrail."""
 
     def __call__(self, ctx: RunContextWrapper[Any], error: Exception) -> Any:
-        self.hook(ctx, error)
+        call_id = getattr(ctx, "tool_call_id", None)
+        if call_id:
+            self.hook(ctx).failures[call_id] = error
         return self.inner(ctx, error)
 
 
@@ -192,19 +191,18 @@ class ApprovalFirst(Wrapped):
     ``hook(ctx, call_id)`` whether the call needs a human's approval."""
 
     async def __call__(self, ctx: RunContextWrapper[Any], params: Any, call_id: str) -> bool:
-        if await cast(Callable[..., Awaitable[bool]], self.hook)(ctx, call_id):
+        if await self.hook(ctx, call_id):
             return True
         decided = self.inner(ctx, params, call_id) if callable(self.inner) else self.inner
         return bool(await decided if inspect.isawaitable(decided) else decided)
 
 
 class StopFirst(Wrapped):
-    """An agent's ``tool_use_behavior`` that ends the run with the stop message after a turn
-    the door's ``hook(ctx, results)`` says is stopped, and otherwise does what the agent's own
-    behaviour does."""
+    """An agent's ``tool_use_behavior`` that ends the run with the stop message after a turn the
+    door's ``hook(ctx, results)`` says is stopped; otherwise the agent's own behaviour."""
 
     async def __call__(self, ctx: RunContextWrapper[Any],
                        results: list[FunctionToolResult]) -> ToolsToFinalOutputResult:
-        if await cast(Callable[..., Awaitable[bool]], self.hook)(ctx, results):
+        if await self.hook(ctx, results):
             return ToolsToFinalOutputResult(is_final_output=True, final_output=STOP_MESSAGE)
         return await tool_use_result(self.inner, ctx, results)

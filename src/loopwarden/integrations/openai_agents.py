@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from functools import reduce
 from typing import Any, TypeVar, cast
 
 from agents import (
@@ -113,11 +114,13 @@ class LoopGuardrails:
             if isinstance(tool, FunctionTool):
                 # First on input: a blocked call stops before other checks. Last on output: the
                 # SDK stops at the first rejecting guardrail, and the warning note is one.
-                tool.tool_input_guardrails = with_guardrail(tool.tool_input_guardrails, self.input, 0)
-                tool.tool_output_guardrails = with_guardrail(tool.tool_output_guardrails, self.output)
+                tool.tool_input_guardrails = with_guardrail(
+                    tool.tool_input_guardrails, self.input, first=True)
+                tool.tool_output_guardrails = with_guardrail(
+                    tool.tool_output_guardrails, self.output)
                 # Only a tool's own failure formatter hides the exception from the door.
                 if not getattr(tool, "_use_default_failure_error_function", True):
-                    self._wrap(tool, "_failure_error_function", FailureFirst, self._failed)
+                    self._wrap(tool, "_failure_error_function", FailureFirst, self._run)
                 if self.end_of_run.action(True) == "ask":
                     self._wrap(tool, "needs_approval", ApprovalFirst, self._ask)
         return tools
@@ -136,7 +139,7 @@ class LoopGuardrails:
     def question(self, item: Any) -> Question | None:
         """The guard's question behind an approval ``item`` of ``result.interruptions`` (its
         ``.text`` is what to show the human), or None when loopwarden did not ask for it."""
-        return self._asked.get(str(field_of(getattr(item, "raw_item", None), "call_id")))
+        return self._asked.get(str(field_of(item, "raw_item", "call_id")))
 
     def response_received(self, ctx: RunContextWrapper[Any], agent: Agent[Any],
                           response: ModelResponse) -> None:
@@ -163,8 +166,7 @@ class LoopGuardrails:
                 list(run.batch.values()), session=session, run_id=run.run_id,
                 agent_id=run.batch_agent))
         verdicts = (await run.admission).verdicts
-        trigger = next((v for v in verdicts if v.detection is not None and v.action == "block"),
-                       None)
+        trigger = next((v for v in verdicts if v.detection and v.action == "block"), None)
         return next((v for v in verdicts if v.call_id == call_id), None), trigger
 
     async def _ask(self, ctx: RunContextWrapper[Any], call_id: str) -> bool:
@@ -195,11 +197,11 @@ class LoopGuardrails:
                 question, "continue", args=_args(ctx), agent_id=agent_id)
             return ToolGuardrailFunctionOutput.allow()
         session = run.session = self._session(ctx, run)
-        verdict, trigger = await self._admitted(run, session, call_id, _tool_name(ctx))
+        verdict, trigger = await self._admitted(run, session, call_id, ctx.qualified_tool_name)
         alone = verdict is None
         if verdict is None:  # not in a response the hooks saw: this call alone
             verdict = trigger = await self.guard.abefore_tool_call(
-                _tool_name(ctx), _args(ctx), session=session, run_id=run.run_id,
+                ctx.qualified_tool_name, _args(ctx), session=session, run_id=run.run_id,
                 call_id=call_id, agent_id=agent_id)
         elif trigger is not None and trigger.call_id in self._asked:
             verdict = continuing(verdict)  # its batch waits for the human's answer
@@ -225,19 +227,18 @@ class LoopGuardrails:
         outcome = {"result": data.output} if error is None else {"error": error}
         try:
             after = await self.guard.aafter_tool_call(
-                _tool_name(ctx), _args(ctx), session=self._session(ctx, run), run_id=run.run_id,
-                call_id=ctx.tool_call_id, agent_id=self._agent_id(data.agent), **outcome)
+                ctx.qualified_tool_name, _args(ctx), session=self._session(ctx, run),
+                run_id=run.run_id, call_id=ctx.tool_call_id, agent_id=self._agent_id(data.agent),
+                **outcome)
         except CompactionLoopPersistedError as exc:
             raise AgentsCompactionLoopPersistedError(exc) from exc
         notes = [v.note for v in (before, after) if v is not None and v.note]
         if not notes:
             return ToolGuardrailFunctionOutput.allow()
-        output = data.output
-        for note in notes:
-            output = with_note(output, note)
+        output = reduce(with_note, notes, data.output)
         return ToolGuardrailFunctionOutput(
             output_info={"loopwarden": "tool-loop-warning", "notes": notes},
-            behavior={"type": "reject_content", "message": cast(str, output)})
+            behavior={"type": "reject_content", "message": output})
 
     async def _stop(self, ctx: RunContextWrapper[Any], results: list[FunctionToolResult]
                     ) -> bool:
@@ -245,34 +246,25 @@ class LoopGuardrails:
         (a rejected approval: the asked call never reached the input guardrail)."""
         run = self._run(ctx)
         for result in results:
-            call_id = field_of(result.run_item.raw_item, "call_id") if result.run_item else None
-            question = self._asked.pop(call_id, None) if isinstance(call_id, str) else None
+            question = self._asked.pop(str(field_of(result.run_item, "raw_item", "call_id")), None)
             if question is not None:
                 await self.guard.aanswer(question, "stop")
                 run.stopped = True
         return run.stopped
 
-    def _failed(self, ctx: RunContextWrapper[Any], error: Exception) -> None:
-        call_id = getattr(ctx, "tool_call_id", None)
-        if call_id:
-            self._run(ctx).failures[call_id] = error
-
     def _session(self, ctx: ToolContext[Any], run: RunRecord) -> str:
-        if isinstance(self.session, str):
-            return self.session
-        if self.session is not None:
-            return self.session(ctx)
-        group = getattr(ctx.run_config, "group_id", None)
-        return str(group) if group else run.run_id
+        if self.session is None:
+            group = getattr(ctx.run_config, "group_id", None)
+            return str(group) if group else run.run_id
+        return self.session if isinstance(self.session, str) else self.session(ctx)
 
     def _agent_id(self, agent: Agent[Any]) -> str | None:
         return self.agent_id or getattr(agent, "name", None)
 
 
 class LoopGuardHooks(RunHooks[Any]):
-    """``RunHooks`` that hand each model response's function calls to the guard as one batch,
-    install the terminal stop on the agents they see, and forward a server-side compaction (a
-    ``compaction`` item in a model response). Subclass it to add your own, calling ``super()``."""
+    """``RunHooks`` that hand each model response's guarded calls (and a ``compaction`` item) to
+    the rails and install the terminal stop on the agents they see; subclass with ``super()``."""
 
     def __init__(self, rails: LoopGuardrails) -> None:
         self.rails = rails
@@ -280,18 +272,13 @@ class LoopGuardHooks(RunHooks[Any]):
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
-        """After each model response: install the terminal stop on ``agent``, note a
-        compaction item and the response's function calls for batch admission."""
+        """After each model response: install the stop on ``agent``, note the response."""
         self.rails.install_stop(agent)
         self.rails.response_received(context, agent, response)
 
 
 #: ``loop_guardrails(guard, ...)`` / ``loop_guardrails(preset="early")``: see LoopGuardrails.
 loop_guardrails = LoopGuardrails
-
-
-def _tool_name(ctx: ToolContext[Any]) -> str:
-    return ctx.qualified_tool_name
 
 
 def _args(ctx: ToolContext[Any]) -> Any:
