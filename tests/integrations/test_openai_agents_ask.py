@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("agents")
 
 from agents import Agent, RunConfig, Runner, function_tool
+from agents.run_config import ToolExecutionConfig
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from loopwarden import LoopEvent, LoopGuard
@@ -68,13 +69,14 @@ class Human:
         return state
 
 
-async def _run_async(rails: LoopGuardrails, human: Human, job: Job, model: ScriptedModel) -> Any:
+async def _run_async(rails: LoopGuardrails, human: Human, job: Job, model: ScriptedModel,
+                     config: RunConfig = CONFIG) -> Any:
     agent = _agent(rails, job, model)
     result = await Runner.run(agent, "wait for build-7", max_turns=500, hooks=rails.hooks,
-                              run_config=CONFIG)
+                              run_config=config)
     while result.interruptions:
         result = await Runner.run(agent, human.answer(result), max_turns=500,
-                                  hooks=rails.hooks, run_config=CONFIG)
+                                  hooks=rails.hooks, run_config=config)
     return result
 
 
@@ -177,6 +179,17 @@ def test_run_sync_approve_then_reject() -> None:
     assert _decisions(events) == ["ask", "continue", "ask", "stop"]
     assert result.final_output == STOP_MESSAGE
     assert 38 <= job.runs <= 43
+
+
+async def test_guardrails_checked_before_approval_leave_the_question_to_the_human() -> None:
+    events: list[LoopEvent] = []
+    job = Job()
+    rails = loop_guardrails(LoopGuard(sinks=[events.append]), exit_behavior="ask")
+    config = RunConfig(tracing_disabled=True, tool_execution=ToolExecutionConfig(
+        pre_approval_tool_input_guardrails=True))
+    result = await _run_async(rails, Human(rails, "continue", "stop"), job, _insistent(), config)
+    assert _decisions(events) == ["ask", "continue", "ask", "stop"]
+    assert result.final_output == STOP_MESSAGE and 38 <= job.runs <= 43
 
 
 async def test_ask_keeps_the_tools_own_approval() -> None:
