@@ -115,8 +115,12 @@ def claude_code(
         from .claude_check import check_report
 
         project_files = [_settings_path(project=True), _settings_path(project=True, shared=True)]
-        paths = [_settings_path(project=False)] * (not project) + project_files * (not user)
-        code, report = check_report(claude, paths, shared=project_files[1:])
+        paths = list(dict.fromkeys(  # (one file once, when run in HOME itself)
+            [_settings_path(project=False)] * (not project) + project_files * (not user)))
+        # (In HOME itself the project's settings.json is the user's own file, no team's.)
+        shared = [path for path in project_files[1:]
+                  if not user and path != _settings_path(project=False)]
+        code, report = check_report(claude, paths, shared=shared)
         typer.echo(report)
         raise typer.Exit(code)
     path = _settings_path(project=project)
