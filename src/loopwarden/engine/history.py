@@ -96,8 +96,7 @@ class CallRecord:
     wait_ms: int = 0
     # ``failure_repeat``: which failure this was, the call's own argument values masked.
     echo_failure_hash: str | None = None
-    # ``equivalent_repeat``: the call's arguments without their default-looking keys, when
-    # that differs from ``args_hash`` (an equivalent form of another call).
+    # Equivalent forms: the hash of the arguments without default-looking keys, if different.
     core_hash: str | None = None
 
     @property
@@ -300,7 +299,6 @@ class SessionState:
             if not old:
                 del by_key[record.args_hash]
         record.args_hash = args_hash
-        self._runs[record.run_id].drop_variant(record, forget=True)  # (the old args' form)
         order = {id(r): i for i, r in enumerate(self.run_records(record.run_id))}
         target = by_key.setdefault(args_hash, [])
         position = len(target)
@@ -460,18 +458,13 @@ class RunView:
         if record.core_hash is not None:
             self.by_core.setdefault(record.core_hash, []).append(record)
 
-    def drop_variant(self, record: CallRecord, forget: bool = False) -> None:
-        """Take a record out of the core-hash index (``forget``: and clear its core hash)."""
-        core = record.core_hash
-        if core is None:
-            return
-        records = self.by_core.get(core, [])
+    def drop_variant(self, record: CallRecord) -> None:
+        """Take a record leaving the window out of the core-hash index."""
+        records = self.by_core.get(record.core_hash or "", [])
         if record in records:
             records.remove(record)
-        if not records:
-            self.by_core.pop(core, None)
-        if forget:
-            record.core_hash = None
+            if not records:
+                del self.by_core[record.core_hash or ""]
 
 
 _EMPTY: deque[CallRecord] = deque()
