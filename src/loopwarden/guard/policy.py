@@ -36,6 +36,7 @@ from ..engine.history import (
     warning_bucket,
     warning_key,
 )
+from ..engine.history import restart_run as restart_run_window
 from ..fingerprint import Outcome
 from ..fingerprint.leaves import Leaves
 from .events import LoopEvent
@@ -392,7 +393,7 @@ class LoopPolicy:
     def restart_run(state: SessionState, run: str | None) -> None:
         """A human let ``run`` go on after its stop: every loop count starts over, and a run
         stopped under ``deny_after_stop`` runs again."""
-        state.restart_run(run)
+        restart_run_window(state, run)
         state.recovery_used.pop(_STOPPED_PREFIX + (run or ""), None)
 
 
