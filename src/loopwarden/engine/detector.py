@@ -26,6 +26,7 @@ from .detectors import DETECTORS, RULES, Detection, Facts, Limits, Prospect, eva
 from .detectors.base import WAKE_ERRORS, WAKE_REPEAT, WAKE_TAIL
 from .detectors.churn import write_churn
 from .detectors.no_progress import EQUIVALENT_SWITCH
+from .detectors.rules import switched_on
 from .fingerprinter import Fingerprinter, PreparedCall
 from .history import (
     OUTCOME_VETO,
@@ -79,7 +80,7 @@ class LoopDetector(Fingerprinter):
         self._failure_echo = any(
             d.reads_failure_echo and d.enabled(self.limits) for d in DETECTORS)
         # Equivalent argument forms (the no-progress rows of ``detectors.equivalentArguments``).
-        self._core_args = EQUIVALENT_SWITCH in self.limits.switches
+        self._core_args = switched_on(self.limits, EQUIVALENT_SWITCH)
         self._history_size = self.config.history_size
         # perTool: limits resolved once per tool name (None: exempt). Empty perTool skips all.
         self._per_tool = bool(self.config.per_tool)

@@ -261,7 +261,8 @@ class SessionState:
             view.by_call[record.call_id] = record
         if record.error_identity_hash is not None:
             view.errors += 1
-        view.add_variant(record)
+        if record.core_hash is not None:  # an equivalent form (inline: every call comes here)
+            view.by_core.setdefault(record.core_hash, []).append(record)
         if limit is not None and len(history) > limit:
             if len(history) == limit + 1:
                 self._forget(history.pop(0))
@@ -452,11 +453,6 @@ class RunView:
         self.errors = 0
         # Records that are an equivalent form of other arguments, by that core hash.
         self.by_core: dict[str, list[CallRecord]] = {}
-
-    def add_variant(self, record: CallRecord) -> None:
-        """Index a new record by its core hash, if it is an equivalent form."""
-        if record.core_hash is not None:
-            self.by_core.setdefault(record.core_hash, []).append(record)
 
     def drop_variant(self, record: CallRecord) -> None:
         """Take a record leaving the window out of the core-hash index."""

@@ -88,10 +88,10 @@ class NoProgressDetector(Detector[NoProgress]):
 
 def _equivalent(state: SessionState, run: str | None, call: Prospect, limits: Limits,
                 exact: Streak) -> Streak:
-    """The no-progress streak over every form of the call with its core hash, when the switch
-    is on and it is longer than ``exact`` (the exact form's own); else NO_STREAK."""
-    core = call.core_hash
-    if core is None or EQUIVALENT_SWITCH not in limits.switches:
+    """The no-progress streak over every form of the call with its core hash, when it is
+    longer than ``exact`` (the exact form's own); else NO_STREAK."""
+    core = call.core_hash  # (None while the switch is off: no core hashes are computed)
+    if core is None:
         return NO_STREAK
     view = state.run_view(run)
     if view is None or (core == call.args_hash and core not in view.by_core):
@@ -238,7 +238,7 @@ EQUIVALENT_CRITICAL = Rule(
     lambda f: (f"generic:{f.call.tool_name}:{_core(f)}:"
                f"{_equivalent_streak(f).latest_result_hash or 'none'}"),
     "Critical generic loop detected: {tool} repeated {n} times",
-    switch=EQUIVALENT_SWITCH,
+    switch="equivalent_arguments",
 )
 EQUIVALENT_WARNING = Rule(
     NO_PROGRESS, "generic_repeat", "warning",
@@ -252,5 +252,5 @@ EQUIVALENT_WARNING = Rule(
     ),
     lambda f: f"generic:{f.call.tool_name}:{_core(f)}",
     "Loop warning: {tool} called {n} times with identical arguments",
-    switch=EQUIVALENT_SWITCH,
+    switch="equivalent_arguments",
 )

@@ -94,6 +94,12 @@ def evaluate(facts: Facts, limits: Limits, rules: Iterable[Rule] = RULES) -> Det
     return None
 
 
+def switched_on(limits: Limits, switch: str) -> bool:
+    """Whether ``limits`` turn on a row with this switch (what a switch that changes how
+    calls are fingerprinted, rather than which detector measures, is read by)."""
+    return any(rule.switch == switch for rule in _precedence_on(limits.switches))
+
+
 def enabled_detectors(limits: Limits) -> tuple[Detector[Any], ...]:
     """The detectors with at least one row that ``limits``' switches leave on."""
     return tuple(d for d in DETECTORS if d.enabled(limits))
