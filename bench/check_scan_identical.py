@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _shared() -> Path:
@@ -90,7 +91,7 @@ def added_keys(old: bytes, new: bytes) -> list[str] | None:
     files_before, files_after = before.get("files", []), after.get("files", [])
     if len(files_before) != len(files_after):
         return None
-    for one, other in zip(files_before, files_after):
+    for one, other in zip(files_before, files_after, strict=True):
         extra = _added(one, other, "files[].")
         if extra is None:
             return None
@@ -98,7 +99,7 @@ def added_keys(old: bytes, new: bytes) -> list[str] | None:
     return added
 
 
-def _added(before: dict, after: dict, prefix: str) -> list[str] | None:
+def _added(before: dict[str, Any], after: dict[str, Any], prefix: str) -> list[str] | None:
     if [key for key in after if key in before] != list(before):
         return None  # a key lost or moved
     if any(before[key] != after[key] for key in before if key != "files"):
