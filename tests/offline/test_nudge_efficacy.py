@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from loopwarden.cli.scan import register
 from loopwarden.config import LoopDetectionConfig
+from loopwarden.guard.asking import question_text
 from loopwarden.offline.efficacy import CallKey, RunIndex, efficacy, judge, seen_nudge
 from loopwarden.offline.report.html import render_html
 from loopwarden.offline.scan import scan_file
@@ -148,5 +149,7 @@ def test_seen_messages_name_their_stage_and_detector() -> None:
                       "this is not making progress, stop retrying.") == ("warn", "generic_repeat")
     assert seen_nudge("CRITICAL: You are alternating between repeated tool-call patterns (20 "
                       "consecutive calls) with no progress.") == ("block", "ping_pong")
+    assert seen_nudge(question_text("exec", "the same call with identical results", 20, 1)) == (
+        "ask", "ask")  # loopwarden's question, where a host shows it in the transcript
     assert seen_nudge("WARNING: the build has 3 warnings") is None
     assert seen_nudge("plain output") is None

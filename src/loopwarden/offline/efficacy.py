@@ -168,7 +168,7 @@ def _earlier_result(runs: RunIndex, index: int, key: Callable[[CallKey], str]) -
 # asks). Most specific first: the first match names the stage and detector.
 _SEEN: tuple[tuple[str, str, str], ...] = (
     ("[System note: Tool-loop warning", "warn", "tool_loop_note"),
-    ("loopwarden: `", "ask", "ask"),
+    ("loopwarden stopped a loop: `", "ask", "ask"),
     ("with identical arguments and no progress", "", "known_poll_no_progress"),
     ("stuck polling loop", "block", "known_poll_no_progress"),
     ("You are alternating between repeated tool-call patterns", "", "ping_pong"),
@@ -180,10 +180,10 @@ _SEEN: tuple[tuple[str, str, str], ...] = (
     ("with identical outcomes", "block", "generic_repeat"),
     ("with identical arguments and identical outcomes", "block", "generic_repeat"),
 )
-_PREFIXES = ("WARNING: ", "CRITICAL: ", "[System note: Tool-loop", "loopwarden: `")
+_PREFIXES = ("WARNING: ", "CRITICAL: ", "[System note: Tool-loop", "loopwarden stopped a loop")
 #: The same prefixes as bytes, to pass over JSON outputs without decoding them.
 SEEN_MARKERS_BYTES = tuple(prefix.encode() for prefix in _PREFIXES)
-_ASK_TAIL = re.compile(r"Continue \(the loop count starts over")
+_ASK_TAIL = re.compile(r"Continue \(.*\) or stop the run\?")
 
 
 def seen_nudge(text: str) -> tuple[str, str] | None:

@@ -168,11 +168,11 @@ def _clean_section(scans: Sequence[FileScan], root: str | None) -> str:
 
 _NUDGE_SOURCES = (
     ("seen", "Loop messages the transcripts showed their model",
-     "warnings and blocks in the tool results (OpenClaw's <code>[System note: Tool-loop "
+     "Warnings and blocks in the tool results (OpenClaw's <code>[System note: Tool-loop "
      "warning …]</code>, loopwarden's and OpenClaw's loop messages): did the model change "
      "course after reading them?"),
     ("replay", "loopwarden's replayed findings",
-     "the model never saw these: how often it changed course on its own at the points "
+     "The model never saw these: how often it changed course on its own at the points "
      "loopwarden would have warned or blocked, the baseline a real warning has to beat."),
 )
 
