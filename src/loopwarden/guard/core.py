@@ -27,6 +27,7 @@ from ..engine.history import (
     warning_bucket,
     warning_key,
 )
+from ..engine.history import restart_run as restart_run_window
 from ..fingerprint import Outcome
 from .events import EventSink, LoggingSink, LoopEvent
 from .learning import learned_for
@@ -158,7 +159,7 @@ def stop_run(state: SessionState, run: str | None) -> None:
 def restart_run(state: SessionState, run: str | None) -> None:
     """A human let ``run`` go on after its stop: every loop count starts over, and a run stopped
     under :attr:`GuardCore.deny_after_stop` runs again."""
-    state.restart_run(run)
+    restart_run_window(state, run)
     state.recovery_used.pop(_STOPPED_PREFIX + (run or ""), None)
 
 
