@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base.types import MISSING
-from ..guard import LoopGuard, Verdict, append_note
+from ..guard import EndOfRun, ExitBehavior, LoopGuard, Verdict, append_note
+from ..guard.asking import DEFAULT_MAX_GRANTS
+from ._mcp_asking import HeldCall, McpAsks
 from ._mcp_messages import (
     _annotate_error,
     _created_task,
@@ -139,10 +141,17 @@ class McpLoopGuard:
         self, guard: LoopGuard, *, session: str | None = None, agent_id: str | None = None,
         max_pending_calls: int = DEFAULT_MAX_PENDING_CALLS,
         max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+        exit_behavior: ExitBehavior = "end", max_grants: int = DEFAULT_MAX_GRANTS,
     ) -> None:
         self.guard = guard
         self.session = session or f"mcp-{uuid.uuid4()}"
         self.agent_id = agent_id
+        # exit_behavior="ask": the terminal stop is elicited from a client that can answer
+        # (see _mcp_asking); every other exit behaviour blocks, the proxy cannot end a run.
+        end_of_run = EndOfRun(exit_behavior, max_grants=max_grants)
+        self._asks = (McpAsks(guard, end_of_run, self.session, agent_id)
+                      if exit_behavior == "ask" else None)
+        self._batching = False  # (no question inside a JSON-RPC batch: MCP dropped them)
         #: What the connection gave up to stay bounded (evicted calls, unreadable lines...).
         self.stats = ProxyStats()
         self._in_flight = PendingCalls(max_pending_calls, max_pending_bytes, self.stats)
@@ -174,14 +183,18 @@ class McpLoopGuard:
         blocked: list[dict[str, Any]] = []
         replies: list[Any] = []  # earlier batches a cancellation completed
         share = None if size is None else size // max(len(message), 1)
-        for item in message:
-            forward, reply = await self._client_message(item, share)
-            if forward is not None:
-                forwards.append(forward)
-            if isinstance(reply, dict):
-                blocked.append(reply)
-            elif reply is not None:
-                replies.append(reply)
+        self._batching = True
+        try:
+            for item in message:
+                forward, reply = await self._client_message(item, share)
+                if forward is not None:
+                    forwards.append(forward)
+                if isinstance(reply, dict):
+                    blocked.append(reply)
+                elif reply is not None:
+                    replies.append(reply)
+        finally:
+            self._batching = False
         replies[:0] = self._batches.take_completed()
         if not blocked:
             return (message if len(forwards) == len(message) else forwards or None), replies
@@ -241,6 +254,12 @@ class McpLoopGuard:
         method = message.get("method")
         if method == "tools/call" and "id" in message:
             return await self._tools_call(message, size)
+        if self._asks is not None:
+            held = self._asks.answer_to(message)
+            if held is not None:
+                return await self._answered(held, message)
+            if method == "initialize":
+                self._asks.saw_initialize(message)
         if method in _TASK_METHODS and "id" in message and self._tasks:
             task_id = _task_param(message.get("params"))
             if task_id in self._tasks:
@@ -253,6 +272,8 @@ class McpLoopGuard:
             if isinstance(params, dict) and "requestId" in params:
                 key = _id_key(params["requestId"])
                 self._in_flight.pop(key)
+                if self._asks is not None:
+                    self._asks.cancelled(key)
                 self._task_requests.pop(key, None)
                 return message, self._batches.cancel(key)
         return message, None
@@ -279,9 +300,25 @@ class McpLoopGuard:
             agent_id=self.agent_id,
         )
         if verdict.action == "block":
+            if verdict.terminate and self._asks is not None and not self._batching:
+                ask = await self._asks.at_stop(message, verdict, name, args, run_id, call_id,
+                                               size)
+                if ask is not None:  # the call waits for the human's answer
+                    return None, ask
             return None, blocked_response(message["id"], verdict)
         self._await(key, InFlight(name, args, run_id, call_id, verdict, size))
         return message, None
+
+    async def _answered(self, held: HeldCall, response: dict[str, Any]
+                        ) -> tuple[Any, dict[str, Any] | None]:
+        """The client answered a question: forward the held call, or block it as asked."""
+        assert self._asks is not None
+        verdict = await self._asks.decide(held, response)
+        if verdict.action == "block":
+            return None, blocked_response(held.message["id"], held.verdict)
+        self._await(_id_key(held.message["id"]),
+                    InFlight(held.name, held.args, held.run_id, held.call_id, verdict, held.size))
+        return held.message, None
 
     def _await(self, key: str, flight: InFlight) -> None:
         for evicted in self._in_flight.add(key, flight):
