@@ -107,6 +107,7 @@ def test_no_grants_means_the_first_stop_ends_the_run() -> None:
 def test_a_grant_is_per_run() -> None:
     guard = LoopGuard()
     _, first = _insistent(guard, ["continue", "continue"], run_id="r1")
+    assert [q.grants_used for q in first] == [0, 1]
     _, second = _insistent(guard, ["continue"] * 2, run_id="r2")
     assert [q.grants_used for q in second] == [0, 1]
 
@@ -217,3 +218,26 @@ def test_question_is_plain_data() -> None:
     import json
 
     assert json.loads(json.dumps(data))["tool_name"] == "exec"
+
+
+def test_runs_lists_the_questions_and_answers(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from loopwarden.cli import app
+
+    path = tmp_path / "state.sqlite"
+    _insistent(LoopGuard(store=SQLiteStore(path)), ["continue", "stop"])
+    done = CliRunner().invoke(app, ["runs", "--db", str(path), "--json"])
+    assert done.exit_code == 0, done.output
+    import json
+
+    run = json.loads(done.output)["runs"][0]
+    assert (run["asks"], run["grants"]) == (2, 1)
+    actions = [e["action"] for e in run["loop_events"]]
+    assert actions.count("ask") == 2 and actions[-1] == "stop"
+    answers = [e for e in run["loop_events"] if e["action"] in ("continue", "stop")
+               and e["answered_by"]]
+    assert [(e["action"], e["answered_by"], e["grants"]) for e in answers] == [
+        ("continue", "tester", 1), ("stop", "tester", 1)]
+    table = CliRunner().invoke(app, ["runs", "--db", str(path)], env={"COLUMNS": "100"})
+    assert " ask " in table.output and "2/1" in table.output and "yes" in table.output

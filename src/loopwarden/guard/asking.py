@@ -35,27 +35,26 @@ DECISIONS: tuple[Decision, ...] = ("continue", "stop")
 #: How many "continue" answers one run may get by default: the next stop after those ends it.
 DEFAULT_MAX_GRANTS = 2
 
-# What each detector saw, in words a person reads in a permission prompt.
+# What each detector saw, as a noun phrase a person reads in a permission prompt.
 _PATTERNS = {
-    "generic_repeat": "repeated the same call",
-    "known_poll_no_progress": "polled with no progress",
-    "ping_pong": "alternated between two calls with no progress",
-    "cycle": "went round the same cycle of calls with identical results",
-    "one_tool_cycle": "went round the same cycle of calls with identical results",
-    "failure_repeat": "failed the same way again and again",
-    "error_repeat": "failed with the same error again and again",
-    "unknown_tool_repeat": "kept calling a tool that does not exist",
+    "generic_repeat": "the same call with identical results",
+    "known_poll_no_progress": "a poll with no progress",
+    "ping_pong": "alternating calls with no progress",
+    "cycle": "a cycle of calls with identical results",
+    "one_tool_cycle": "a cycle of calls with identical results",
+    "failure_repeat": "the same failure",
+    "error_repeat": "the same error",
+    "unknown_tool_repeat": "calls to a tool that does not exist",
     "global_circuit_breaker": "repeated calls with no progress",
-    "argument_churn": "kept changing its arguments with the same outcome",
+    "argument_churn": "changing arguments with the same outcome",
 }
 
 
 def describe_pattern(detector: str, paired_tool: str | None = None) -> str:
     """The loop a detector found, in plain words (for questions and logs)."""
-    pattern = _PATTERNS.get(detector, "looped")
     if detector == "ping_pong" and paired_tool:
-        pattern = f"alternated with `{paired_tool}` with no progress"
-    return pattern
+        return f"alternating with `{paired_tool}` with no progress"
+    return _PATTERNS.get(detector, "a loop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +89,8 @@ def question_text(tool: str, pattern: str, count: int, grants_left: int) -> str:
              if grants_left == 0 else
              f"you will be asked again at the next stop ({grants_left} more time"
              f"{'s' if grants_left != 1 else ''})")
-    return (f"loopwarden: the agent {pattern} with `{tool}` {count} times and would go on. "
-            f"Continue (the call runs and its loop count starts over; {after}) or stop the run?")
+    return (f"loopwarden stopped a loop: `{tool}`, {pattern}, {count} times. Continue (the "
+            f"call runs and its loop count starts over; {after}) or stop the run?")
 
 
 def check_decision(value: object) -> Decision:
@@ -154,7 +153,7 @@ class Ask(Transaction["Question | None"]):
             session=question.session, run=question.run_id, agent=self.agent,
             call_id=question.call_id, tool=question.tool_name, level="critical", action="ask",
             detector=question.detector, count=question.count, message=question.text,
-            grants=question.grants_used, answered_by=self.channel or None, terminal=True,
+            grants=question.grants_used, answered_by=self.channel or None,
         )
 
 
