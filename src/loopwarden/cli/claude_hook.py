@@ -335,8 +335,7 @@ def _door(host: str, guard: LoopGuard, agent: str | None, exit_behavior: ExitBeh
         from ..integrations.gemini_cli_hook import GeminiCliHook
 
         return GeminiCliHook(guard, agent_id=agent, exit_behavior=exit_behavior)
-    from ..integrations._hook_asks import attended
-    from ..integrations.claude_code_hook import ClaudeCodeHook
+    from ..integrations.claude_code_hook import ClaudeCodeHook, attended
 
     return ClaudeCodeHook(guard, agent_id=agent, exit_behavior=exit_behavior,
                           can_ask=exit_behavior == "ask" and attended(os.environ))

@@ -68,6 +68,7 @@ from ..guard import check_exit_behavior as check_exit_behavior
 from ..guard.asking import DEFAULT_MAX_GRANTS
 from ..guard.verdicts import EXIT_BEHAVIORS as EXIT_BEHAVIORS
 from ._hook_asks import HookAsks
+from ._hook_asks import attended as attended
 
 __all__ = [
     "BATCH_EVENT",
@@ -76,6 +77,7 @@ __all__ = [
     "ExitBehavior",
     "HookPayloadError",
     "ask_output",
+    "attended",
     "batch_stop_output",
     "check_exit_behavior",
 ]
