@@ -121,7 +121,8 @@ def test_terminal_stop_is_asked_in_the_permission_prompt(db: Path) -> None:
         "hookEventName": "PreToolUse", "permissionDecision": "ask",
         "permissionDecisionReason": answer.specific["permissionDecisionReason"]}}
     reason = answer.specific["permissionDecisionReason"]
-    assert reason.startswith("loopwarden: the agent repeated the same call with `Bash`")
+    assert reason.startswith("loopwarden stopped a loop: `Bash`, the same call with identical "
+                             "results, 21 times.")
     assert "Continue" in reason and "stop the run?" in reason
     [asked] = session.events("ask")
     assert (asked.call_id, asked.run, asked.message) == (call_id, "prompt-1", reason)

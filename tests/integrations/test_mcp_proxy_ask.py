@@ -102,8 +102,7 @@ async def test_continue_forwards_the_held_call_and_the_count_starts_over() -> No
 
             [asked] = human.asked
             assert asked["requestedSchema"] == DECISION_SCHEMA
-            assert asked["message"].startswith("loopwarden: the agent repeated the same call "
-                                               "with `check_job`")
+            assert asked["message"].startswith("loopwarden stopped a loop: `check_job`")
             last = results[-1]  # the asked call: it ran, with the server's own answer
             assert not _blocked(last) and last.get("isError") is not True
             assert last["content"][0]["text"] == "job build-42: running (0% done)"

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..guard import EndOfRun, LoopGuard, Question, Verdict
 from ..guard.asking import Decision
-from ._mcp_messages import _id_key, _response_key
+from ._mcp_messages import _id_key, _response_key, blocked_response
+from ._mcp_pending import InFlight
 
 __all__ = ["DECISION_SCHEMA", "ELICIT_ID_PREFIX", "McpAsks"]
 
@@ -51,12 +52,8 @@ class HeldCall:
     """A ``tools/call`` held while its question is open."""
 
     message: dict[str, Any]
-    name: str
-    args: Any
-    run_id: str | None
-    call_id: str
-    size: int
-    verdict: Verdict
+    flight: InFlight  # the call, as it is awaited once forwarded
+    verdict: Verdict  # the terminal stop (the blocked result, if it is blocked after all)
     question: Question
 
 
@@ -72,17 +69,21 @@ def form_elicitation(capabilities: Any) -> bool:
 
 
 class McpAsks:
-    """The proxy's questions on one connection: the client's capability, the held calls."""
+    """The proxy's questions on one connection: the client's capability, the held calls.
 
-    __slots__ = ("_held", "_ids", "_prefix", "_stopped", "agent_id", "client_elicits",
+    ``await_call`` is the connection's: a held call forwarded after a "continue" awaits the
+    server's answer like any forwarded call."""
+
+    __slots__ = ("_await", "_held", "_ids", "_prefix", "_stopped", "agent_id", "client_elicits",
                  "end_of_run", "guard", "session")
 
     def __init__(self, guard: LoopGuard, end_of_run: EndOfRun, session: str,
-                 agent_id: str | None) -> None:
+                 agent_id: str | None, await_call: Callable[[str, InFlight], None]) -> None:
         self.guard = guard
         self.end_of_run = end_of_run
         self.session = session
         self.agent_id = agent_id
+        self._await = await_call
         #: Set from the client's ``initialize``.
         self.client_elicits = False
         self._held: dict[str, HeldCall] = {}  # by the key of the elicitation request's id
@@ -90,54 +91,65 @@ class McpAsks:
         self._ids = itertools.count(1)
         self._stopped: dict[str | None, None] = {}  # runs a human stopped (oldest first)
 
-    def saw_initialize(self, message: Mapping[str, Any]) -> None:
-        """Read the client's capabilities from its ``initialize`` request."""
-        params = message.get("params")
-        capabilities = params.get("capabilities") if isinstance(params, Mapping) else None
-        self.client_elicits = form_elicitation(capabilities)
+    async def from_client(self, message: dict[str, Any]) -> tuple[Any, Any] | None:
+        """For the client's answer to a question: what to forward (the held call, or None)
+        and what to answer (its blocked result, or None). None for any other message, which
+        is read on the way (``initialize``'s capabilities, a cancelled held call)."""
+        held = self._answer_to(message)
+        if held is not None:
+            verdict = await self._decide(held, message)
+            if verdict.action == "block":
+                return None, blocked_response(held.message["id"], held.verdict)
+            self._await(_id_key(held.message["id"]), replace(held.flight, before=verdict))
+            return held.message, None
+        method = message.get("method")
+        if method == "initialize":
+            params = message.get("params")
+            capabilities = params.get("capabilities") if isinstance(params, Mapping) else None
+            self.client_elicits = form_elicitation(capabilities)
+        elif method == "notifications/cancelled" and self._held:
+            params = message.get("params")
+            if isinstance(params, Mapping) and "requestId" in params:
+                cancelled = _id_key(params["requestId"])  # the held call: dropped unanswered
+                for key, call in list(self._held.items()):
+                    if _id_key(call.message.get("id")) == cancelled:
+                        del self._held[key]
+        return None
 
-    async def at_stop(self, message: dict[str, Any], verdict: Verdict, name: str, args: Any,
-                      run_id: str | None, call_id: str, size: int) -> dict[str, Any] | None:
+    async def at_stop(self, message: dict[str, Any], verdict: Verdict,
+                      flight: InFlight) -> dict[str, Any] | None:
         """The ``elicitation/create`` request to send instead of the blocked result, the call
-        held until it is answered; None: block it (no elicitation, no grant left, or not
-        ``"ask"``; the fallback is logged by :class:`~loopwarden.guard.EndOfRun`)."""
+        held until it is answered; None: block it (no elicitation, no grant left, the run
+        stopped by a human, too many open questions; a client without elicitation is logged
+        by :class:`~loopwarden.guard.EndOfRun`)."""
         if self.end_of_run.action(True, can_ask=self.client_elicits) != "ask":
             return None
-        if len(self._held) >= MAX_OPEN or run_id in self._stopped:
+        if len(self._held) >= MAX_OPEN or flight.run_id in self._stopped:
             return None
         question = await self.guard.aask(
-            verdict, session=self.session, run_id=run_id, agent_id=self.agent_id,
+            verdict, session=self.session, run_id=flight.run_id, agent_id=self.agent_id,
             max_grants=self.end_of_run.max_grants, channel="mcp elicitation")
         if question is None:
             return None
         request_id = f"{self._prefix}{next(self._ids)}"
-        self._held[_id_key(request_id)] = HeldCall(message, name, args, run_id, call_id, size,
-                                                   verdict, question)
+        self._held[_id_key(request_id)] = HeldCall(message, flight, verdict, question)
         return {"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create",
                 "params": {"message": question.text, "requestedSchema": DECISION_SCHEMA}}
 
-    def answer_to(self, message: Any) -> HeldCall | None:
-        """The held call ``message`` (the client's response) answers, taken off the list;
-        None for any other message."""
+    def _answer_to(self, message: Any) -> HeldCall | None:
         if not self._held:
             return None
         key = _response_key(message)
         return self._held.pop(key, None) if key is not None else None
 
-    def cancelled(self, request_key: str) -> None:
-        """The client cancelled a held call: its question is dropped unanswered."""
-        for key, held in list(self._held.items()):
-            if _id_key(held.message.get("id")) == request_key:
-                del self._held[key]
-
-    async def decide(self, held: HeldCall, response: Mapping[str, Any]) -> Verdict:
+    async def _decide(self, held: HeldCall, response: Mapping[str, Any]) -> Verdict:
         """Record the human's decision; the verdict to act on (allow: forward the call)."""
         decision: Decision = "continue" if _continues(response) else "stop"
         if decision == "stop":
-            self._stopped[held.run_id] = None
+            self._stopped[held.flight.run_id] = None
             while len(self._stopped) > MAX_OPEN:
                 del self._stopped[next(iter(self._stopped))]
-        return await self.guard.aanswer(held.question, decision, args=held.args,
+        return await self.guard.aanswer(held.question, decision, args=held.flight.args,
                                         answered_by=ANSWERED_BY, agent_id=self.agent_id)
 
 
