@@ -238,3 +238,42 @@ def test_ask_payload_from_the_command_in_its_own_process(db: Path) -> None:
     answer = json.loads(proc.stdout)["hookSpecificOutput"]
     assert answer["permissionDecision"] == "ask"
     assert "Continue" in answer["permissionDecisionReason"]
+
+
+def _codex_or_gemini_loop(db: Path, host: str) -> Answer:
+    """An insistent model's identical shell call through ``codex-hook`` / ``gemini-hook``
+    under ``--exit-behavior ask``, up to the terminal stop."""
+    pre, post = ("PreToolUse", "PostToolUse") if host == "codex" else ("BeforeTool", "AfterTool")
+    tool = "Bash" if host == "codex" else "run_shell_command"
+    response: Any = "hi\n" if host == "codex" else {"llmContent": "hi", "returnDisplay": "hi"}
+    for n in range(1, 40):
+        payload = {"session_id": f"{host}-session", "turn_id": "turn-1", "tool_name": tool,
+                   "tool_input": {"command": "echo hi"}, "tool_use_id": f"call-{n}"}
+        result = CliRunner().invoke(
+            app, ["claude-hook", "--host", host, "--db", str(db), "--exit-behavior", "ask"],
+            input=json.dumps({**payload, "hook_event_name": pre}), env=ATTENDED)
+        out = result.stdout.strip()
+        answer = Answer(result.exit_code, json.loads(out) if out else {}, result.stderr)
+        if "Critical tool-loop recovery failed" in json.dumps(answer.output):
+            return answer
+        if "deny" not in json.dumps(answer.output):
+            CliRunner().invoke(
+                app, ["claude-hook", "--host", host, "--db", str(db), "--exit-behavior", "ask"],
+                input=json.dumps({**payload, "hook_event_name": post,
+                                  "tool_response": response}), env=ATTENDED)
+    raise AssertionError("never stopped")
+
+
+def test_codex_has_no_ask_answer_the_run_is_stopped_as_with_end_and_logged(db: Path) -> None:
+    # Codex 0.171.0 answers "unsupported permissionDecision:ask" and runs the call.
+    answer = _codex_or_gemini_loop(db, "codex")
+
+    assert answer.decision == "deny" and "continue" not in answer.output
+    assert "no human can be asked here" in answer.stderr
+
+
+def test_gemini_ask_would_hang_print_mode_the_run_ends_as_with_end_and_logged(db: Path) -> None:
+    answer = _codex_or_gemini_loop(db, "gemini-cli")
+
+    assert answer.output["decision"] == "deny" and answer.ends_run
+    assert "no human can be asked here" in answer.stderr
