@@ -46,7 +46,6 @@ that, or once the grants are used, or without a user, the run ends as with ``"en
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,6 +157,8 @@ class ClaudeCodeHook:
     async def ahandle(self, payload: Mapping[str, Any]) -> Output:
         """Like :meth:`handle`, without blocking the event loop."""
         if self.asking:  # the questions' bookkeeping is a few sync store reads: off the loop
+            import asyncio  # (here: the command hook never needs it, and starts faster)
+
             return await asyncio.to_thread(self.handle, payload)
         if isinstance(payload, Mapping) and payload.get("hook_event_name") == BATCH_EVENT:
             return batch_stop_output(payload, exit_behavior=self.exit_behavior)
