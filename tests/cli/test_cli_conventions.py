@@ -343,9 +343,12 @@ def test_stdin_honours_format_and_mixes_with_paths() -> None:
     unknown = EXAMPLES / "unknown-tool.openai.json"
     forced = scan_json("-", "--format", "openai-chat", stdin=unknown.read_bytes())["files"][0]
     assert forced["format"] == "openai-chat" and forced["findings"]
-    as_openclaw = scan_json("-", "--format", "openclaw", stdin=unknown.read_bytes())
-    assert as_openclaw["files"][0]["format"] == "openclaw"
-    assert as_openclaw["files"][0]["calls"] == 0  # read as the format it was told
+    # Read as the format it was told, it does not parse: an input error, never "0 calls".
+    as_openclaw = scan_json("-", "--format", "openclaw", stdin=unknown.read_bytes(), code=2)
+    assert as_openclaw["files"] == []
+    (reason,) = as_openclaw["skip_reasons"]
+    assert reason["path"] == "-" and reason["error"] is True
+    assert "does not parse as --format openclaw" in reason["reason"]
     mixed = scan_json(EXAMPLES / "healthy.jsonl", "-", stdin=unknown.read_bytes())
     assert [Path(e["path"]).name for e in mixed["files"]] == ["healthy.jsonl", "-"]
 

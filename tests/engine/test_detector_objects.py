@@ -262,12 +262,12 @@ def test_every_rule_is_gated_and_scored_through_its_detector() -> None:
                               ERROR_REPEAT, FAILURE_REPEAT, ARGUMENT_CHURN}
     assert all(isinstance(d, Detector) for d in DETECTORS)
     everything = LoopDetector(LoopDetectionConfig(enabled=True, detectors={"errorRepeat": True}))
-    assert [gate.__self__ for gate in everything._gates] == list(DETECTORS)
+    assert [gate.__self__ for _, gate in everything._gates] == list(DETECTORS)
     off = LoopDetector(LoopDetectionConfig(enabled=True, detectors={
         "pingPong": False, "cycle": False, "argumentChurn": False, "genericRepeat": False,
         "knownPollNoProgress": False}))
     # The global breaker still reads the no-progress streak; unknown tools have no switch.
-    assert [gate.__self__ for gate in off._gates] == [UNKNOWN_TOOL, NO_PROGRESS, ONE_TOOL_CYCLE,
+    assert [gate.__self__ for _, gate in off._gates] == [UNKNOWN_TOOL, NO_PROGRESS, ONE_TOOL_CYCLE,
                                                       FAILURE_REPEAT]
 
 

@@ -10,12 +10,16 @@ reported as unsupported: they were never tested, and some lack the events the ho
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 from ..integrations.claude_code_settings import HOOK_EVENTS, is_loopwarden_command
 
@@ -27,6 +31,12 @@ MINIMUM_VERSION: Version = (2, 1, 197)
 # not; releases in between were not tried, and PostToolBatch ends their runs either way).
 _ENDS_ON_THE_DENIED_CALL: Version = (2, 1, 332)
 _VERSION_TIMEOUT_SECONDS = 30.0
+# What a probe run sends: an event the hook does not handle, answered at once without reading a
+# config or touching the database.
+_PROBE = json.dumps({"hook_event_name": "SessionStart", "session_id": "loopwarden-install"})
+_PROBE_TIMEOUT_SECONDS = 60.0
+# The shell's own exit codes for a command it could not start.
+_SHELL_EXITS = {126: "is not executable", 127: "was not found"}
 
 
 @dataclass(frozen=True)
@@ -71,26 +81,125 @@ def behaviours(version: Version) -> list[Behaviour]:
 
 def installed_events(settings_path: Path) -> list[str]:
     """The hook events whose entries in ``settings_path`` run ``loopwarden claude-hook``."""
-    try:
-        settings = json.loads(settings_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    hooks = settings.get("hooks") if isinstance(settings, dict) else None
-    if not isinstance(hooks, dict):
-        return []
     found = []
-    for event, groups in hooks.items():
-        entries = [entry for group in groups if isinstance(group, dict)
-                   for entry in group.get("hooks") or [] if isinstance(entry, dict)] \
-            if isinstance(groups, list) else []
-        if any(is_loopwarden_command(entry.get("command")) for entry in entries):
+    for event, command in _hook_commands(settings_path):
+        if is_loopwarden_command(command) and event not in found:
             found.append(event)
     return found
 
 
-def check_report(claude: str | None, settings_paths: list[Path]) -> tuple[int, str]:
+def installed_commands(settings_path: Path) -> list[str]:
+    """The distinct hook commands in ``settings_path`` that answer ``claude-hook`` events (not
+    the one that starts the http server)."""
+    found = []
+    for _, command in _hook_commands(settings_path):
+        if isinstance(command, str) and is_loopwarden_command(command) \
+                and "--http-start" not in command and command not in found:
+            found.append(command)
+    return found
+
+
+def _hook_commands(settings_path: Path) -> Iterator[tuple[str, object]]:
+    try:
+        settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    if not isinstance(hooks, dict):
+        return
+    for event, groups in hooks.items():
+        for group in groups if isinstance(groups, list) else []:
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict):
+                    yield event, entry.get("command")
+
+
+def probe(command: str) -> str | None:
+    """Run a hook command once as the host runs it (through the shell) with an event it
+    ignores: None when it exits 0, else what went wrong (``"was not found"`` in it for a
+    program the shell could not find)."""
+    try:
+        # (No resident server left behind: it would be keyed to this folder, not the host's.)
+        proc = subprocess.run(command, shell=True, input=_PROBE, capture_output=True, text=True,
+                              env={**os.environ, "LOOPWARDEN_HOOK_SERVER": "0"},
+                              timeout=_PROBE_TIMEOUT_SECONDS, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"did not run ({exc})"
+    if proc.returncode == 0:
+        return None
+    detail = " ".join(proc.stderr.split())[:300] or "no message"
+    shell_says = _SHELL_EXITS.get(proc.returncode)
+    if shell_says is not None:
+        return f"does not run: its program {shell_says} (exit {proc.returncode}: {detail})"
+    return f"failed (exit {proc.returncode}: {detail})"
+
+
+def machine_specific(command: str) -> bool:
+    """Whether a hook command names a path of this machine (an absolute or relative program
+    path, an absolute --config / --db): it cannot work for a teammate."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return True
+    program = argv[0] if argv else ""
+    return any(sep in program for sep in ("/", "\\")) or any(
+        token.startswith("/") or PureWindowsPath(token).is_absolute() for token in argv[1:])
+
+
+def commands_report(settings_paths: list[Path], shared: Collection[Path]) -> tuple[bool, list[str]]:
+    """(all fine, lines): every loopwarden hook command in ``settings_paths`` run once as the
+    host runs it, a machine-specific one in a ``shared`` (team) file flagged, and what the
+    config each one uses leaves unset."""
+    ok, lines = True, []
+    for path in settings_paths:
+        for command in installed_commands(path):
+            problem = probe(command)
+            if problem is not None:
+                ok = False
+                lines.append(f"error: the hook command in {path} {problem}: {command}")
+            else:
+                lines.append(f"hook command runs: {command}")
+            if path in shared and machine_specific(command):
+                ok = False
+                lines.append(f"error: {path} is shared with the project's team, and this "
+                             "command names a path of this machine (for a teammate it does "
+                             "not run, and the guard is off): run `loopwarden install "
+                             "claude-code --project` to move it into settings.local.json")
+            lines += _config_notes(command)
+    return ok, lines
+
+
+def _config_notes(command: str) -> list[str]:
+    """What the --config of a hook command leaves to defaults that a reader may not expect."""
+    from ..config import ConfigError, load_config
+
+    argv = shlex.split(command)
+    options = dict(itertools.pairwise(argv))
+    for token in argv:
+        flag, has_value, value = token.partition("=")
+        if flag.startswith("--") and has_value:
+            options[flag] = value
+    config = options.get("--config")
+    if config is None:
+        return ["config: none (the defaults, rolling detectors on)"]
+    try:
+        enabled = load_config(config, options.get("--agent")).enabled
+    except ConfigError as exc:
+        return [f"error: the hook's config does not load: {exc}"]
+    if enabled is None:
+        return [f"config: {config}: enabled is unset: the hook turns the rolling detectors "
+                "on, LoopGuard(load_config(...)) in Python leaves them off. Set "
+                "tools.loopDetection.enabled = true to detect loops everywhere"]
+    return [f"config: {config}: enabled is {str(enabled).lower()}"
+            + ("" if enabled else ": the rolling detectors are OFF")]
+
+
+def check_report(claude: str | None, settings_paths: list[Path],
+                 shared: Collection[Path] = ()) -> tuple[int, str]:
     """(exit code, report) for the ``claude`` executable (None: the one on PATH): 0 when the
-    release is supported and the hooks are installed for every event, 1 otherwise."""
+    release is supported, the hooks are installed for every event and their commands run
+    (none with a path of this machine in a ``shared`` file), 1 otherwise."""
     lines: list[str] = []
     executable = claude or shutil.which("claude")
     ok = True
@@ -123,7 +232,8 @@ def check_report(claude: str | None, settings_paths: list[Path]) -> tuple[int, s
                for p in settings_paths):
         ok = False
         lines.append("run `loopwarden install claude-code` to install the hooks")
-    return (0 if ok else 1), "\n".join(lines)
+    commands_ok, command_lines = commands_report(settings_paths, shared)
+    return (0 if ok and commands_ok else 1), "\n".join(lines + command_lines)
 
 
 def _version_of(executable: str) -> Version | None:

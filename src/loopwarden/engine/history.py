@@ -327,19 +327,6 @@ class SessionState:
             del self.recovery_used[next(iter(self.recovery_used))]
         return True
 
-    def restart_run(self, run_id: RunKey) -> None:
-        """Give the run a fresh loop budget (a human answered "continue"): its records leave
-        the window, and its warning slots, recovery turn and stop are forgotten, so every count
-        starts over. The post-compaction guard and learned volatile fields are kept (and a door's
-        own marks in ``recovery_used`` are the door's to clear)."""
-        if self._runs.pop(run_id, None) is not None:
-            self.history[:] = [r for r in self.history if r.run_id != run_id]
-        self.recovery_used.pop(run_id or "", None)
-        others = tuple(f"{run}:" for run in self._runs if run)
-        for slot in [k for k in self.warning_buckets
-                     if (k.startswith(f"{run_id}:") if run_id else not k.startswith(others))]:
-            del self.warning_buckets[slot]
-
     def copy(self) -> SessionState:
         """An independent copy (records copied too), e.g. for projected batch admission."""
         clone = SessionState(
@@ -356,16 +343,15 @@ class SessionState:
 
     def to_dict(self) -> dict[str, Any]:
         """The state as plain JSON data, for the stores (read back by :meth:`from_dict`)."""
-        data = {
+        return {
             "history": [r.to_dict() for r in self.history],
             "warning_buckets": dict(self.warning_buckets),
             "recovery_used": dict(self.recovery_used),
             "compaction": {k: g.to_dict() for k, g in self.compaction.items()},
             "learned": dict(self.learned),
+            # (only when a human let a run go on: other stored states stay as they were)
+            **({"grants": dict(self.grants)} if self.grants else {}),
         }
-        if self.grants:  # (only runs a human let go on: stored states stay as they were)
-            data["grants"] = dict(self.grants)
-        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionState:
@@ -379,8 +365,7 @@ class SessionState:
         if not (isinstance(history, list) and isinstance(buckets, dict)
                 and isinstance(recovery, dict) and isinstance(compaction, dict)
                 and isinstance(grants, dict)
-                and all(type(b) is int for b in buckets.values())
-                and all(type(g) is int for g in grants.values())):
+                and all(type(n) is int for n in (*buckets.values(), *grants.values()))):
             raise ValueError("not a session state")
         return cls(
             history=[CallRecord.from_dict(r) for r in history],
@@ -429,6 +414,21 @@ class SessionState:
         self._runs.clear()
         for record in records:
             self.append(record)
+
+
+def restart_run(state: SessionState, run_id: RunKey) -> None:
+    """Give the run a fresh loop budget (a human answered "continue"): its records leave the
+    window, and its warning slots and recovery turn are forgotten, so every count starts over.
+    The post-compaction guard and learned volatile fields are kept (and a door's own marks in
+    ``recovery_used`` are the door's to clear). (A function, not a method: SessionState's
+    methods are what every call needs.)"""
+    if state._runs.pop(run_id, None) is not None:
+        state.history[:] = [r for r in state.history if r.run_id != run_id]
+    state.recovery_used.pop(run_id or "", None)
+    others = tuple(f"{run}:" for run in state._runs if run)
+    for slot in [k for k in state.warning_buckets
+                 if (k.startswith(f"{run_id}:") if run_id else not k.startswith(others))]:
+        del state.warning_buckets[slot]
 
 
 class RunView:

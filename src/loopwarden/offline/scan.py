@@ -33,6 +33,7 @@ from ..fingerprint import args_hash, json_bytes
 from .findings import Finding, replay
 from .transcripts import ReadProblem, detect_format, read_transcript
 from .transcripts._common import not_regular_reason
+from .transcripts._formats import BY_NAME
 
 __all__ = ["FileScan", "scanning"]
 
@@ -248,6 +249,8 @@ class FileScan:
     output_chars: int
     problems: list[ReadProblem]
     trace: CallTrace | None = None  # per-call data for plots; dropped once no longer needed
+    #: Set when the file was read as a forced format it is not: why (its format is None).
+    mismatch: str | None = None
 
     def first(self, action: str) -> Finding | None:
         """The first finding with ``action`` ("warn" or "block")."""
@@ -318,6 +321,12 @@ def scan_file(
     trace = CallTrace(outputs=[] if keep_outputs else None)
     calls = read_transcript(path, name or "auto", on_problem=problems.append)
     findings = replay(trace.observe(calls), config, profiles)
+    mismatch = _format_mismatch(path, format, len(trace), problems)
+    if mismatch is not None:
+        return FileScan(path=str(path), format=None, calls=0, findings=[], spans=[],
+                        loop_calls=0, loop_chars=0, output_chars=0,
+                        problems=[ReadProblem(str(path), None, mismatch), *problems],
+                        trace=CallTrace(), mismatch=mismatch)
     spans = loop_spans(trace, findings)
     covered = covered_ranges(spans)
     return FileScan(
@@ -332,6 +341,23 @@ def scan_file(
         problems=problems,
         trace=trace,
     )
+
+
+def _format_mismatch(path: Path, format: str, calls: int,
+                     problems: Sequence[ReadProblem]) -> str | None:
+    """Why a file read as the forced ``format`` does not parse as it (no tool call read, and
+    the content is not that format), or None. A file of that format without tool calls, and
+    an empty file, parse."""
+    if format == "auto" or calls or path.stat().st_size == 0:
+        return None
+    detected = detect_format(path)
+    if detected == format:
+        return None
+    expected = BY_NAME[format].shape
+    found = (f"it reads as {detected} (--format auto or --format {detected} scans it)"
+             if detected is not None else "it is no transcript format loopwarden knows"
+             + (f"; {len(problems)} read problems" if problems else ""))
+    return f"does not parse as --format {format}: no tool call read, {found}; expected {expected}"
 
 
 def _scan_task(path: Path, config: LoopDetectionConfig | None, format: str,

@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.text import Text
 
 from ...config import LoopDetectionConfig
+from ...offline.report._text import printable
 from ...offline.report.table import Row, print_scan_table
 from ...offline.scan import FileScan
-from .._common import note
+from .._common import note, stderr
 from ._files import ScanOutcome, Skipped
 from ._options import _settings
 
@@ -35,8 +36,8 @@ def _scan_json(outcome: ScanOutcome, listed: Sequence[FileScan],
     return {
         "files": [scan.to_json() for scan in listed],
         "skipped": [skip.path for skip in skipped],
-        "skip_reasons": [{"path": skip.path, "reason": skip.reason, "explicit": skip.explicit}
-                         for skip in skipped],
+        "skip_reasons": [{"path": skip.path, "reason": skip.reason, "explicit": skip.explicit,
+                          "error": skip.error} for skip in skipped],
         "config": _settings(config),
         "totals": _totals(outcome.scans),
     }
@@ -83,12 +84,18 @@ def _loud(skip: Skipped) -> bool:
 
 
 def _print_skipped(skipped: Sequence[Skipped], *, summary: bool = True) -> None:
-    """One note per skipped path that deserves one; a count for the ordinary non-transcripts."""
-    loud = [skip for skip in skipped if _loud(skip)]
+    """One line per file that did not parse as the forced --format (every one: they make the
+    exit code 2); one note per other skipped path that deserves one; a count for the ordinary
+    non-transcripts."""
+    for skip in skipped:
+        if skip.error:
+            stderr().print(Text(f"error: {printable(skip.path)}: {printable(skip.reason)}",
+                                style="red"), soft_wrap=True)
+    loud = [skip for skip in skipped if _loud(skip) and not skip.error]
     for skip in loud[:10]:
         note(f"skipped {skip.path}: {skip.reason}")
     if len(loud) > 10:
         note(f"skipped {len(loud) - 10} more files" + (" (see --json)" if summary else ""))
-    quiet = len(skipped) - len(loud)
+    quiet = sum(not _loud(skip) for skip in skipped)
     if quiet and summary:
         note(f"skipped {quiet} files that are not recognised transcripts")

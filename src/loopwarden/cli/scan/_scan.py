@@ -79,7 +79,8 @@ def scan(
     """Replay transcripts through the loop guard and show where it would warn or block.
 
     Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or input
-    errors (a missing path, a bad config, no argument that could be scanned).
+    errors (a missing path, a bad config, no argument that could be scanned, a transcript that
+    does not parse as the forced --format: the other files are still scanned and shown).
     """
     config = _config_or_exit(config_path, agent, preset)
     check_paths_exist([path for path in paths if str(path) != STDIN])
@@ -97,6 +98,10 @@ def scan(
         _print_skipped([skip for skip in outcome.skipped if _loud(skip)], summary=False)
     else:
         _print_scan(paths, outcome, rows, list_all)
+    unparsed = sum(skip.error for skip in outcome.skipped)
+    if unparsed:
+        # An input error outranks findings: a gate cannot vouch for a file it could not read.
+        fail(f"{unparsed} transcript(s) did not parse as --format {format}")
     if outcome.nothing_usable:
         fail("nothing to scan: no argument is a transcript or a folder that can be listed")
     if _failed(outcome.scans, fail_on):

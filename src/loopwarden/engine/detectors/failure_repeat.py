@@ -14,7 +14,7 @@ from typing import Any
 
 from ...fingerprint.volatile import mask_volatile
 from ..history import OUTCOME_TERMINAL_EXEC_FAILURE, OUTCOME_VETO, RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
+from .base import WAKE_TAIL, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import NO_STREAK, Streak
 
 _MIN_TOKEN = 3  # shorter argument values ("-l", "1") would mask ordinary words and digits
@@ -167,6 +167,7 @@ class FailureRepeatDetector(Detector[Streak]):
     """``failure_repeat``: this tool failing the same way with fresh arguments."""
 
     __slots__ = ()
+    wakes = WAKE_TAIL
     name = "failure_repeat"
     switches = ("failure_repeat",)
     empty = NO_STREAK

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..history import RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
+from .base import WAKE_REPEAT, WAKE_TAIL, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import NO_STREAK, Streak, no_progress_streak, progress_streak, tool_tail_may_reach
 
 
@@ -29,6 +29,7 @@ class NoProgressDetector(Detector[NoProgress]):
     OpenClaw's generic-repeat warning compares."""
 
     __slots__ = ()
+    wakes = WAKE_REPEAT | WAKE_TAIL
     name = "no_progress"
     empty = NO_NO_PROGRESS  # (never used: the breaker's rows are always on)
 

@@ -100,7 +100,8 @@ def enabled_detectors(limits: Limits) -> tuple[Detector[Any], ...]:
 Gate = Callable[[RunView, Prospect, Limits], bool]
 
 
-def gates_for(limits: Limits) -> tuple[Gate, ...]:
-    """The ``may_fire`` of every detector that ``limits``' switches leave on (the others' rules
-    cannot fire): when none of them says yes, no rule fires and the call needs no measuring."""
-    return tuple(d.may_fire for d in enabled_detectors(limits))
+def gates_for(limits: Limits) -> tuple[tuple[int, Gate], ...]:
+    """What wakes each detector that ``limits``' switches leave on (the others' rules cannot
+    fire), with its ``may_fire``: when none of them says yes, no rule fires and the call needs
+    no measuring."""
+    return tuple((d.wakes, d.may_fire) for d in enabled_detectors(limits))
