@@ -78,7 +78,8 @@ def claude_code(
     )] = None,
     exit_behavior: Annotated[str | None, typer.Option(
         "--exit-behavior", metavar="WHAT",
-        help="At the terminal stop: end (the default), error or continue.",
+        help="At the terminal stop: end (the default), error, continue or ask (Claude Code: the "
+             "user decides in its permission prompt).",
     )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
@@ -135,7 +136,7 @@ def claude_code(
             db=None if db is None else str(db.expanduser().absolute()),
             agent=agent,
             preset=_one_of("--preset", preset, ("openclaw", "early")),
-            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue")),
+            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue", "ask")),
         )
         command = command_with()
         _check_runs(command)
@@ -311,7 +312,8 @@ def codex(
     )] = None,
     exit_behavior: Annotated[str | None, typer.Option(
         "--exit-behavior", metavar="WHAT",
-        help="At the terminal stop: end (the default), error or continue.",
+        help="At the terminal stop: end (the default), error, continue or ask (Claude Code: the "
+             "user decides in its permission prompt).",
     )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
@@ -363,7 +365,8 @@ def gemini_cli(
     )] = None,
     exit_behavior: Annotated[str | None, typer.Option(
         "--exit-behavior", metavar="WHAT",
-        help="At the terminal stop: end (the default), error or continue.",
+        help="At the terminal stop: end (the default), error, continue or ask (Claude Code: the "
+             "user decides in its permission prompt).",
     )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
@@ -409,7 +412,7 @@ def _install_host_hooks(
             db=None if db is None else str(db.expanduser().absolute()),
             agent=agent, subcommand=subcommand,
             preset=_one_of("--preset", preset, ("openclaw", "early")),
-            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue")),
+            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue", "ask")),
         )
         _check_runs(command, on_path=shared)
 

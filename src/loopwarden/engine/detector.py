@@ -53,8 +53,9 @@ _LOG_LINES: dict[tuple[str, str], str] = {
 _LOG_LEVELS = {"warning": logging.WARNING, "critical": logging.ERROR}
 
 
-class LoopDetector(Fingerprinter):
-    """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds."""
+class DetectorCore(Fingerprinter):
+    """The detector's parts every guarded call takes: fingerprinting, recording and detection
+    for a fingerprinted call (:class:`LoopDetector` adds the spec's forms over them)."""
 
     __slots__ = ("_error_identities", "_gates", "_history_size", "_per_tool", "_prepared",
                  "_prepared_for", "_tool_limits", "_tools", "config", "limits")
@@ -93,8 +94,6 @@ class LoopDetector(Fingerprinter):
         self._prepared: dict[tuple[str, bytes], Prospect] = {}
         self._tools: dict[str, tuple[ToolProfile | None, str, bool]] = {}
         self._prepared_for: object = None
-
-    # -- fingerprints -----------------------------------------------------------------------
 
     def prepare(
         self, tool_name: str, args: Any, *, run_id: object = None, cwd: str | None = None
@@ -194,8 +193,6 @@ class LoopDetector(Fingerprinter):
         return profiled_outcome(tool_name, profile, args, result, error,
                                 extended_unknown=self._extended_unknown)
 
-    # -- limits -----------------------------------------------------------------------------
-
     def limits_for_tool(self, tool_name: str) -> Limits | None:
         """The limits of detections whose subject is ``tool_name`` (canonical, as in
         :class:`Prospect`): its ``perTool`` thresholds, or None when it is exempt."""
@@ -214,29 +211,6 @@ class LoopDetector(Fingerprinter):
     def is_exempt(self, tool_name: str) -> bool:
         """Whether ``perTool`` exempts ``tool_name`` from every verdict."""
         return self._per_tool and self.limits_for_tool(tool_name) is None
-
-    # -- recording ---------------------------------------------------------------------------
-
-    def record_call(
-        self,
-        state: SessionState,
-        tool_name: str,
-        args: Any,
-        *,
-        call_id: str | None = None,
-        run_id: str | None = None,
-    ) -> CallRecord:
-        """Append a pending call (admission time). A call id whose call is still open in the
-        run's window (:meth:`SessionState.open_call`) returns that record, so a retried hook
-        never counts twice; the id of a call whose outcome is recorded is a new call."""
-        return self.record(state, self.prepare(tool_name, args, run_id=run_id), call_id=call_id)
-
-    def record(
-        self, state: SessionState, call: PreparedCall, call_id: str | None = None,
-        new: bool = False,
-    ) -> CallRecord:
-        """:meth:`record_call` for a prepared call (see :meth:`record_prospect`)."""
-        return self.record_prospect(state, call.prospect, call.run_id, call_id, new)
 
     def record_prospect(
         self, state: SessionState, prospect: Prospect, run: str | None,
@@ -258,44 +232,6 @@ class LoopDetector(Fingerprinter):
         if prospect.core_hash is not None and prospect.core_hash != prospect.args_hash:
             record.core_hash = prospect.core_hash
         return state.push(record, self._history_size)
-
-    @overload
-    def record_outcome(
-        self, state: SessionState, call: PreparedCall, /, *, outcome: Outcome | None = None,
-        result: Any = MISSING, error: Any = MISSING, call_id: str | None = None,
-    ) -> CallRecord | None: ...
-
-    @overload
-    def record_outcome(
-        self, state: SessionState, tool_name: str, args: Any, *, result: Any = MISSING,
-        error: Any = MISSING, call_id: str | None = None, run_id: str | None = None,
-    ) -> CallRecord | None: ...
-
-    def record_outcome(
-        self,
-        state: SessionState,
-        tool_name: PreparedCall | str,
-        args: Any = MISSING,
-        *,
-        outcome: Outcome | None = None,
-        result: Any = MISSING,
-        error: Any = MISSING,
-        call_id: str | None = None,
-        run_id: str | None = None,
-    ) -> CallRecord | None:
-        """Attach an outcome to its pending call (same run, id, tool and args), or append it as
-        a complete record (spec §e.2). Returns None when there is nothing to record.
-
-        Takes a :class:`PreparedCall` with its ``outcome`` hashed beforehand (else it is hashed
-        from ``result`` / ``error``), or the spec's tool name and arguments."""
-        if type(tool_name) is not str and isinstance(tool_name, PreparedCall):
-            prepared = tool_name
-        else:
-            prepared = self.prepare(tool_name, args, run_id=run_id)
-        call = prepared.prospect
-        if outcome is None:
-            outcome = self.outcome(call.tool_name, prepared.args, result, error)
-        return self.record_prospect_outcome(state, call, prepared.run_id, outcome, error, call_id)
 
     def record_prospect_outcome(
         self, state: SessionState, call: Prospect, run: str | None, outcome: Outcome,
@@ -349,6 +285,100 @@ class LoopDetector(Fingerprinter):
                 return r
         return None
 
+    def detect_prospect(self, state: SessionState, call: Prospect, run: str | None
+                        ) -> Detection | None:
+        """:meth:`detect` for a fingerprinted call in ``run`` (normalised)."""
+        limits = self.limits_for_tool(call.tool_name) if self._per_tool else self.limits
+        if limits is None:  # exempt: recorded like any call, never the subject of a verdict
+            return None
+        view = state.run_view(run)
+        if view is None:
+            return None
+        # What wakes the detectors (see WAKE_TAIL): read once, so that a call no detector that
+        # is on can fire for — most calls — asks no pre-check at all.
+        last = view.records[-1]
+        woken = WAKE_ERRORS if view.errors else 0
+        core = call.core_hash  # (None unless equivalent argument forms are on)
+        if call.args_hash in view.by_key or (core is not None and (
+                core in view.by_core or core in view.by_key)):
+            woken |= WAKE_REPEAT
+        if last.outcome_kind == OUTCOME_VETO or (last.tool_name == call.tool_name and (
+                last.result_hash is None or last.no_progress or last.outcome_kind is not None
+                or last.unknown_tool_name is not None or last.echo_failure_hash is not None)):
+            woken |= WAKE_TAIL
+        if woken:
+            for wakes, may_fire in self._gates:
+                if wakes & woken and may_fire(view, call, limits):
+                    return evaluate(Facts.measure(state, run, call, limits), limits)
+        return None  # no rule can fire: most calls skip measuring
+
+
+class LoopDetector(DetectorCore):
+    """OpenClaw's loop detector (spec §c–§e) with loopwarden's configurable thresholds: the
+    spec's forms (a tool name and arguments, or a :class:`PreparedCall`) over
+    :class:`DetectorCore`'s entry points for fingerprinted calls."""
+
+    __slots__ = ()
+
+    def record_call(
+        self,
+        state: SessionState,
+        tool_name: str,
+        args: Any,
+        *,
+        call_id: str | None = None,
+        run_id: str | None = None,
+    ) -> CallRecord:
+        """Append a pending call (admission time). A call id whose call is still open in the
+        run's window (:meth:`SessionState.open_call`) returns that record, so a retried hook
+        never counts twice; the id of a call whose outcome is recorded is a new call."""
+        return self.record(state, self.prepare(tool_name, args, run_id=run_id), call_id=call_id)
+
+    def record(
+        self, state: SessionState, call: PreparedCall, call_id: str | None = None,
+        new: bool = False,
+    ) -> CallRecord:
+        """:meth:`record_call` for a prepared call (see :meth:`record_prospect`)."""
+        return self.record_prospect(state, call.prospect, call.run_id, call_id, new)
+
+    @overload
+    def record_outcome(
+        self, state: SessionState, call: PreparedCall, /, *, outcome: Outcome | None = None,
+        result: Any = MISSING, error: Any = MISSING, call_id: str | None = None,
+    ) -> CallRecord | None: ...
+
+    @overload
+    def record_outcome(
+        self, state: SessionState, tool_name: str, args: Any, *, result: Any = MISSING,
+        error: Any = MISSING, call_id: str | None = None, run_id: str | None = None,
+    ) -> CallRecord | None: ...
+
+    def record_outcome(
+        self,
+        state: SessionState,
+        tool_name: PreparedCall | str,
+        args: Any = MISSING,
+        *,
+        outcome: Outcome | None = None,
+        result: Any = MISSING,
+        error: Any = MISSING,
+        call_id: str | None = None,
+        run_id: str | None = None,
+    ) -> CallRecord | None:
+        """Attach an outcome to its pending call (same run, id, tool and args), or append it as
+        a complete record (spec §e.2). Returns None when there is nothing to record.
+
+        Takes a :class:`PreparedCall` with its ``outcome`` hashed beforehand (else it is hashed
+        from ``result`` / ``error``), or the spec's tool name and arguments."""
+        if type(tool_name) is not str and isinstance(tool_name, PreparedCall):
+            prepared = tool_name
+        else:
+            prepared = self.prepare(tool_name, args, run_id=run_id)
+        call = prepared.prospect
+        if outcome is None:
+            outcome = self.outcome(call.tool_name, prepared.args, result, error)
+        return self.record_prospect_outcome(state, call, prepared.run_id, outcome, error, call_id)
+
     def reconcile_call(
         self,
         state: SessionState,
@@ -382,8 +412,6 @@ class LoopDetector(Fingerprinter):
                 "variantCount": churn.variant_count, "matchedPendingCall": True,
                 "executionParamsChanged": changed}
 
-    # -- detection ---------------------------------------------------------------------------
-
     @overload
     def detect(self, state: SessionState, call: PreparedCall, /) -> Detection | None: ...
 
@@ -408,33 +436,6 @@ class LoopDetector(Fingerprinter):
             return None
         prepared = self.prepare(tool_name, args, run_id=run_id)
         return self.detect_prospect(state, prepared.prospect, prepared.run_id)
-
-    def detect_prospect(self, state: SessionState, call: Prospect, run: str | None
-                        ) -> Detection | None:
-        """:meth:`detect` for a fingerprinted call in ``run`` (normalised)."""
-        limits = self.limits_for_tool(call.tool_name) if self._per_tool else self.limits
-        if limits is None:  # exempt: recorded like any call, never the subject of a verdict
-            return None
-        view = state.run_view(run)
-        if view is None:
-            return None
-        # What wakes the detectors (see WAKE_TAIL): read once, so that a call no detector that
-        # is on can fire for — most calls — asks no pre-check at all.
-        last = view.records[-1]
-        woken = WAKE_ERRORS if view.errors else 0
-        core = call.core_hash  # (None unless equivalent argument forms are on)
-        if call.args_hash in view.by_key or (core is not None and (
-                core in view.by_core or core in view.by_key)):
-            woken |= WAKE_REPEAT
-        if last.outcome_kind == OUTCOME_VETO or (last.tool_name == call.tool_name and (
-                last.result_hash is None or last.no_progress or last.outcome_kind is not None
-                or last.unknown_tool_name is not None or last.echo_failure_hash is not None)):
-            woken |= WAKE_TAIL
-        if woken:
-            for wakes, may_fire in self._gates:
-                if wakes & woken and may_fire(view, call, limits):
-                    return evaluate(Facts.measure(state, run, call, limits), limits)
-        return None  # no rule can fire: most calls skip measuring
 
 
 def detector_log_line(detection: Detection, tool: str) -> tuple[int, str] | None:

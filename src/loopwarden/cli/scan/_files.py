@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...config import LoopDetectionConfig
+from ...offline.efficacy import DEFAULT_WITHIN
 from ...offline.report.table import STDIN, Row, ShownNames
 from ...offline.scan import FileScan, scanning
 from ...offline.transcripts import ReadProblem, detect_format, iter_transcript_files
@@ -53,7 +54,8 @@ class ScanOutcome:
 
 def _scan_all(paths: Sequence[Path], config: LoopDetectionConfig, format: str,
               report: HtmlReport | None, jobs: int | None = None,
-              stdin_file: Path | None = None) -> ScanOutcome:
+              stdin_file: Path | None = None,
+              nudge_within: int = DEFAULT_WITHIN) -> ScanOutcome:
     """Scan file by file; only each file's summary outlives its scan (bounded memory)."""
     arguments = [stdin_file if stdin_file is not None and str(path) == STDIN else path
                  for path in paths]
@@ -69,7 +71,7 @@ def _scan_all(paths: Sequence[Path], config: LoopDetectionConfig, format: str,
     rows: list[Row] = []
     workers = jobs if jobs is not None else _default_jobs([path for path, _ in files])
     with scanning([path for path, _ in files], config, format=format, jobs=workers,
-                  keep_traces=report is not None) as results, \
+                  keep_traces=report is not None, nudge_within=nudge_within) as results, \
             _progress(len(files), "scanning") as advance:
         for (path, argument), result in zip(files, results, strict=True):
             advance(path.name)
