@@ -45,6 +45,12 @@ if TYPE_CHECKING:
 _TOOL_LIMITS_CACHE_SIZE = 1024  # tool names: a model can invent any number of them
 _PREPARED_CACHE_SIZE = 1024
 _PREPARED_MAX_ARGS = 8192  # bytes of canonical JSON: the cache holds at most ~8 MB
+# A top-level argument value that may restate a default (see fingerprint.defaults, which
+# decides): a nested value, or one of these (compared by hash: scalar types only; False is
+# also 0 and 0.0).
+_NESTED = frozenset({dict, list})
+_SCALARS = frozenset({type(None), bool, int, float, str})
+_DEFAULTISH = frozenset({None, False, "", "default", "Default", "DEFAULT", "auto", "Auto", "AUTO"})
 _UNRESOLVED = Limits()  # a cache-miss marker (compared by identity)
 
 # The rows' log lines, by (detector, level): rows that report the same detection log alike.
@@ -80,8 +86,7 @@ class DetectorCore(Fingerprinter):
             self._mutations = True
         self._failure_echo = any(
             d.reads_failure_echo and d.enabled(self.limits) for d in DETECTORS)
-        # Equivalent argument forms (the no-progress rows of ``detectors.equivalentArguments``).
-        self._core_args = switched_on(self.limits, EQUIVALENT_SWITCH)
+        self._core_args = switched_on(self.limits, EQUIVALENT_SWITCH)  # equivalent forms
         self._history_size = self.config.history_size
         # perTool: limits resolved once per tool name (None: exempt). Empty perTool skips all.
         self._per_tool = bool(self.config.per_tool)
@@ -152,18 +157,11 @@ class DetectorCore(Fingerprinter):
             if self._progress:
                 prospect.pacing = profile.is_pacing(args)
                 prospect.wait_ms = int(profile.waits(args) * 1000)
-        if self._core_args:
+        if self._core_args:  # (inline, over the top-level values: every new call is here)
             prospect.core_hash = prospect.args_hash
-            # Inline, over the top-level values: most calls have none that could restate a
-            # default, and this runs for every new call.
             for value in args.values() if type(args) is dict else ():
-                kind = type(value)
-                if (value is None or value is False or kind is dict or kind is list
-                        or ((kind is int or kind is float) and value == 0)
-                        or (kind is str and (not value or (len(value) in (4, 7) and value.lower()
-                                                           in ("auto", "default"))))):
-                    prospect.core_hash = core_args_hash(prospect.tool_name, args,
-                                                        prospect.args_hash)
+                if type(value) in _NESTED or (type(value) in _SCALARS and value in _DEFAULTISH):
+                    prospect.core_hash = core_args_hash(tool, args, prospect.args_hash)
                     break
         return prospect
 
@@ -229,8 +227,7 @@ class DetectorCore(Fingerprinter):
                             _time_ns() // 1_000_000, None, None, None, None, False,
                             prospect.mutation_target_hash, None, prospect.mutating,
                             prospect.pacing, prospect.wait_ms)
-        if prospect.core_hash is not None and prospect.core_hash != prospect.args_hash:
-            record.core_hash = prospect.core_hash
+        record.core_hash = None if prospect.core_hash == prospect.args_hash else prospect.core_hash
         return state.push(record, self._history_size)
 
     def record_prospect_outcome(
@@ -298,9 +295,8 @@ class DetectorCore(Fingerprinter):
         # is on can fire for — most calls — asks no pre-check at all.
         last = view.records[-1]
         woken = WAKE_ERRORS if view.errors else 0
-        core = call.core_hash  # (None unless equivalent argument forms are on)
-        if call.args_hash in view.by_key or (core is not None and (
-                core in view.by_core or core in view.by_key)):
+        if call.args_hash in view.by_key or call.core_hash in view.by_core or (
+                call.core_hash in view.by_key):  # (core_hash: None unless equivalent forms)
             woken |= WAKE_REPEAT
         if last.outcome_kind == OUTCOME_VETO or (last.tool_name == call.tool_name and (
                 last.result_hash is None or last.no_progress or last.outcome_kind is not None
