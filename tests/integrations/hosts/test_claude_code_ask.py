@@ -33,6 +33,18 @@ pytestmark = pytest.mark.integration
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-B]|\x1b[=>]")
 _API_KEY = "dummy-key-for-the-scripted-model"
 _TIMEOUT_SECONDS = 900
+# Low thresholds, so that each budget takes a few host turns instead of twenty: what is tested
+# is the ask and its answers, not where the default thresholds fall (other host tests do that).
+_QUICK = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 3,
+                                      "criticalThreshold": 6,
+                                      "globalCircuitBreakerThreshold": 9}}}
+_CRITICAL = 6
+
+
+def _quick_config(tmp: Path) -> str:
+    path = tmp / "quick.json"
+    path.write_text(json.dumps(_QUICK))
+    return str(path)
 
 
 def _screen_text(data: bytes) -> str:
@@ -79,7 +91,7 @@ def test_user_answers_the_terminal_stop_in_claude_codes_permission_prompt(
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    install_hooks(home, "--exit-behavior", "ask")
+    install_hooks(home, "--exit-behavior", "ask", "--config", _quick_config(tmp_path))
     _trust(home, work)
     db = home / ".loopwarden" / "loopwarden.db"
     # The resident hook server, as users get it (a hook per process would take minutes here).
@@ -114,8 +126,8 @@ def test_user_answers_the_terminal_stop_in_claude_codes_permission_prompt(
     assert stopped.call_id == second.call_id and stopped.answered_by == "claude-code user"
     # The loop was stopped within the budget; the approved call ran, with a fresh budget after
     # it (the count started over); the denied one never ran.
-    assert executions_at[0] <= 21
-    assert executions_at[1] - executions_at[0] >= 15
+    assert executions_at[0] <= _CRITICAL + 1
+    assert executions_at[1] - executions_at[0] >= _CRITICAL - 2
 
 
 def _drive(fd: int, answers: list[bytes], executions_at: list[int], work: Path,
@@ -159,8 +171,11 @@ def test_print_mode_has_no_one_to_ask_and_ends_the_run(release: str, tmp_path: P
     ``CLAUDE_CODE_SESSION_ATTENDED=0``; 2.1.197: ``CLAUDE_CODE_ENTRYPOINT=sdk-cli``) and ends
     the run as ``"end"`` does, instead of a prompt Claude Code would refuse."""
     work = tmp_path / "work"
+    tmp_path.mkdir(exist_ok=True)
     record = run_claude(claude_binary(release), tmp_path, lambda n: bash(work, "echo hi"),
-                        install_options=("--exit-behavior", "ask"))
+                        install_options=("--exit-behavior", "ask",
+                                         "--config", _quick_config(tmp_path)))
     print(record)
-    assert record.executions <= 25 and record.denied_at is not None and record.ended, record
+    assert record.executions <= _CRITICAL and record.denied_at is not None and record.ended, \
+        record
     assert _events(tmp_path / "home" / ".loopwarden" / "loopwarden.db") == []
