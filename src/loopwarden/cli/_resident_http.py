@@ -30,8 +30,6 @@ from collections.abc import Callable, Sequence
 from . import _resident
 from ._resident_server import _answer
 
-__all__ = ["DEFAULT_PORT", "connection_uid", "serve_http"]
-
 DEFAULT_PORT = 47913
 _MAX_BODY_BYTES = 64 * 1024 * 1024
 _MAX_HEAD_BYTES = 64 * 1024

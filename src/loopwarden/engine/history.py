@@ -27,7 +27,6 @@ __all__ = [
     "OUTCOME_VETO",
     "OUTCOME_WRITE_MUTATION",
     "CallRecord",
-    "RunView",
     "SessionState",
     "normalize_run_id",
     "warning_bucket",

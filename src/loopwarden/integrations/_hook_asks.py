@@ -24,8 +24,6 @@ from ..guard import LoopGuard, Question
 from ..guard.asking import describe_pattern
 from ..guard.events import LoopEvent
 
-__all__ = ["HookAsks", "attended"]
-
 log = get_logger("loopwarden")
 
 #: How many of the session's newest events are read back for its questions. A question is

@@ -25,8 +25,6 @@ from ..guard.asking import Decision
 from ._mcp_messages import _id_key, _response_key, blocked_response
 from ._mcp_pending import InFlight
 
-__all__ = ["DECISION_SCHEMA", "ELICIT_ID_PREFIX", "McpAsks"]
-
 #: Ids of the proxy's own requests to the client start so (the rest is random per connection).
 ELICIT_ID_PREFIX = "loopwarden-ask-"
 

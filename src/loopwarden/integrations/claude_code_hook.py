@@ -75,7 +75,6 @@ __all__ = [
     "ClaudeCodeHook",
     "ExitBehavior",
     "HookPayloadError",
-    "ask_output",
     "attended",
     "batch_stop_output",
     "check_exit_behavior",

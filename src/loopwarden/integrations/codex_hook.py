@@ -40,7 +40,10 @@ from ..guard import (
 )
 from .claude_code_hook import HookPayloadError, context_output
 
-__all__ = ["HANDLED_EVENTS", "CodexHook", "pre_tool_use_output"]
+__all__ = [
+    "HANDLED_EVENTS",
+    "CodexHook",
+]
 
 HANDLED_EVENTS = ("PreToolUse", "PostToolUse")
 """The Codex hook events loopwarden acts on; every other event gets an empty answer."""

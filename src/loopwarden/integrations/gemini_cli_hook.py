@@ -47,7 +47,11 @@ from ..guard import (
 )
 from .claude_code_hook import HookPayloadError
 
-__all__ = ["HANDLED_EVENTS", "GeminiCliHook", "before_tool_output", "outcome_of"]
+__all__ = [
+    "HANDLED_EVENTS",
+    "GeminiCliHook",
+    "outcome_of",
+]
 
 HANDLED_EVENTS = ("BeforeTool", "AfterTool", "PreCompress")
 """The Gemini CLI hook events loopwarden acts on; every other event gets an empty answer."""

@@ -31,16 +31,11 @@ from typing import Any, Protocol
 
 __all__ = [
     "DEFAULT_WITHIN",
-    "NUDGE_ACTIONS",
-    "SEEN_MARKERS_BYTES",
-    "CallKey",
     "NudgeOutcome",
-    "RunIndex",
     "efficacy",
     "judge",
     "live_outcomes",
     "rate_text",
-    "seen_nudge",
 ]
 
 #: How many later calls of its run a nudge has to show an effect.
