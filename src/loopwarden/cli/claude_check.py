@@ -1,6 +1,6 @@
 """``loopwarden install claude-code --check``: which of the hook's behaviours the installed
-Claude Code supports, read from ``claude --version``, and whether loopwarden's hooks are in its
-settings.
+Claude Code supports, read from ``claude --version``, whether loopwarden's hooks are in its
+settings, and for http hooks whether their resident server answers.
 
 The behaviours were observed in the real binaries (the host tests in
 ``tests/integrations/hosts/`` drive 2.1.197 and the current release): a release is judged by the
@@ -10,14 +10,22 @@ reported as unsupported: they were never tested, and some lack the events the ho
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from ..integrations.claude_code_settings import HOOK_EVENTS, is_loopwarden_command
+from ..integrations.claude_code_settings import (
+    HOOK_EVENTS,
+    http_port_of,
+    http_url,
+    is_loopwarden_command,
+)
 
 Version = tuple[int, int, int]
 
@@ -27,6 +35,7 @@ MINIMUM_VERSION: Version = (2, 1, 197)
 # not; releases in between were not tried, and PostToolBatch ends their runs either way).
 _ENDS_ON_THE_DENIED_CALL: Version = (2, 1, 332)
 _VERSION_TIMEOUT_SECONDS = 30.0
+_PROBE_TIMEOUT_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -69,61 +78,114 @@ def behaviours(version: Version) -> list[Behaviour]:
     ]
 
 
-def installed_events(settings_path: Path) -> list[str]:
-    """The hook events whose entries in ``settings_path`` run ``loopwarden claude-hook``."""
+def _loopwarden_entries(settings_path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Per hook event of ``settings_path``, loopwarden's entries: commands running ``loopwarden
+    claude-hook`` and http entries posting to its resident server."""
     try:
         settings = json.loads(settings_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
+        return {}
     hooks = settings.get("hooks") if isinstance(settings, dict) else None
     if not isinstance(hooks, dict):
-        return []
-    found = []
+        return {}
+    found: dict[str, list[dict[str, Any]]] = {}
     for event, groups in hooks.items():
         entries = [entry for group in groups if isinstance(group, dict)
                    for entry in group.get("hooks") or [] if isinstance(entry, dict)] \
             if isinstance(groups, list) else []
-        if any(is_loopwarden_command(entry.get("command")) for entry in entries):
-            found.append(event)
+        ours = [entry for entry in entries if is_loopwarden_command(entry.get("command"))
+                or http_port_of(entry) is not None]
+        if ours:
+            found[event] = ours
     return found
+
+
+def installed_events(settings_path: Path) -> list[str]:
+    """The hook events whose entries in ``settings_path`` run ``loopwarden claude-hook``, as a
+    command or as an http hook answered by its resident server."""
+    return [event for event in _loopwarden_entries(settings_path) if event != "SessionStart"]
+
+
+def http_ports(settings_path: Path) -> list[int]:
+    """The ports of the resident servers that loopwarden's http hooks in ``settings_path``
+    post to (``install claude-code --http PORT``)."""
+    ports = {port for entries in _loopwarden_entries(settings_path).values()
+             for port in map(http_port_of, entries) if port is not None}
+    return sorted(ports)
+
+
+def http_server_state(port: int) -> tuple[bool, str]:
+    """(whether the http hooks can work, what answers on ``127.0.0.1:port``), asked with a GET,
+    which the server refuses without running anything. Nothing listening is fine: the
+    SessionStart hook starts the server when a session starts."""
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=_PROBE_TIMEOUT_SECONDS)
+        try:
+            connection.request("GET", urlsplit(http_url(port)).path)
+            response = connection.getresponse()
+            status, body = response.status, response.read(200)
+        finally:
+            connection.close()
+    except ConnectionRefusedError:
+        return True, ("not running (the SessionStart hook starts it with the next Claude Code "
+                      "session; until then tool calls go ahead unguarded)")
+    except (OSError, http.client.HTTPException) as exc:
+        return False, f"no answer ({exc or type(exc).__name__}): tool calls go ahead unguarded"
+    if not body.startswith(b"loopwarden:"):
+        return False, (f"taken by another program (HTTP {status}, not loopwarden's server): "
+                       "the hooks cannot reach loopwarden; install again with another --http PORT")
+    if status == 403:
+        return False, ("held by another user's loopwarden server, which refuses this user: "
+                       "install again with another --http PORT")
+    if status == 503:
+        return True, "answering, restarting for new code (the next session starts a fresh one)"
+    return True, "answering (loopwarden's resident server, this user's)"
 
 
 def check_report(claude: str | None, settings_paths: list[Path]) -> tuple[int, str]:
     """(exit code, report) for the ``claude`` executable (None: the one on PATH): 0 when the
-    release is supported and the hooks are installed for every event, 1 otherwise."""
-    lines: list[str] = []
-    executable = claude or shutil.which("claude")
-    ok = True
-    if executable is None:
-        lines.append("claude: not found on PATH (pass --claude PATH)")
-        ok = False
-    else:
-        version = _version_of(executable)
-        if version is None:
-            lines.append(f"claude: {executable}: `claude --version` gave no version")
-            ok = False
-        else:
-            shown = ".".join(map(str, version))
-            minimum = ".".join(map(str, MINIMUM_VERSION))
-            supported = version >= MINIMUM_VERSION
-            ok = ok and supported
-            lines.append(f"Claude Code {shown} ({executable}): "
-                         + ("supported" if supported else f"older than the minimum {minimum}, "
-                            "unsupported: upgrade Claude Code"))
-            for behaviour in behaviours(version):
-                mark = "yes" if behaviour.supported else "no "
-                lines.append(f"  [{mark}] {behaviour.name}: {behaviour.detail}")
+    release is supported and the hooks are installed for every event (and, for http hooks,
+    their port is not taken by something else), 1 otherwise."""
+    ok, lines = _release_report(claude)
+    complete = False
     for path in settings_paths:
         events = installed_events(path)
         missing = [event for event in HOOK_EVENTS if event not in events]
+        ports = http_ports(path)
+        if ports and "SessionStart" not in _loopwarden_entries(path):
+            missing.append("SessionStart (starts the http server)")
+        complete = complete or not missing
         state = "all events" if not missing else (
             "not installed" if not events else f"missing {', '.join(missing)}")
-        lines.append(f"hooks in {path}: {state}")
-    if not any(not [e for e in HOOK_EVENTS if e not in installed_events(p)]
-               for p in settings_paths):
+        lines.append(f"hooks in {path}: {state}" + (" (http hooks)" if ports else ""))
+        for port in ports:
+            works, what = http_server_state(port)
+            ok = ok and works
+            lines.append(f"  http server 127.0.0.1:{port}: {what}")
+    if not complete:
         ok = False
         lines.append("run `loopwarden install claude-code` to install the hooks")
     return (0 if ok else 1), "\n".join(lines)
+
+
+def _release_report(claude: str | None) -> tuple[bool, list[str]]:
+    """(whether the release is supported, the report's lines on it and its behaviours)."""
+    executable = claude or shutil.which("claude")
+    if executable is None:
+        return False, ["claude: not found on PATH (pass --claude PATH)"]
+    version = _version_of(executable)
+    if version is None:
+        return False, [f"claude: {executable}: `claude --version` gave no version"]
+    shown = ".".join(map(str, version))
+    minimum = ".".join(map(str, MINIMUM_VERSION))
+    supported = version >= MINIMUM_VERSION
+    lines = [f"Claude Code {shown} ({executable}): "
+             + ("supported" if supported else f"older than the minimum {minimum}, "
+                "unsupported: upgrade Claude Code")]
+    for behaviour in behaviours(version):
+        mark = "yes" if behaviour.supported else "no "
+        lines.append(f"  [{mark}] {behaviour.name}: {behaviour.detail}")
+    return supported, lines
 
 
 def _version_of(executable: str) -> Version | None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..base.errors import SettingsError
 
-__all__ = ["SettingsError", "hook_command", "http_url", "install", "uninstall"]
+__all__ = ["SettingsError", "hook_command", "http_port_of", "http_url", "install", "uninstall"]
 
 HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
@@ -82,6 +82,19 @@ def is_loopwarden_command(command: object, subcommand: str = _SUBCOMMAND) -> boo
 def http_url(port: int) -> str:
     """The url of loopwarden's http hook entries (the resident server on 127.0.0.1:``port``)."""
     return f"http://127.0.0.1:{port}{_HTTP_PATH}"
+
+
+def http_port_of(entry: object) -> int | None:
+    """The port of a loopwarden http hook entry (``{"type": "http", "url": http_url(port)}``),
+    None for any other entry."""
+    if not isinstance(entry, dict) or entry.get("type") != "http":
+        return None
+    url = entry.get("url")
+    prefix = "http://127.0.0.1:"
+    if not isinstance(url, str) or not url.startswith(prefix) or not url.endswith(_HTTP_PATH):
+        return None
+    port = url[len(prefix):-len(_HTTP_PATH)]
+    return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
 
 
 def install(settings: dict[str, Any], command: str, *,
