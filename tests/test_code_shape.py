@@ -19,8 +19,8 @@ MAX_CLASS_LINES = 250
 LARGER_CLASSES = {
     # The only code that mutates the history window, its per-run views and its per-call and
     # per-key indexes; split, the indexes would have to be shared across classes to stay
-    # consistent.
-    "engine/history.py:SessionState": 280,
+    # consistent. (It also carries the grants a human gave each run, exit_behavior="ask".)
+    "engine/history.py:SessionState": 285,
 }
 
 

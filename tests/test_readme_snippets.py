@@ -126,7 +126,9 @@ from claude_agent_sdk_example import FakeClaudeCode as _FakeClaudeCode
 
 MCP_CLIENT = '''\
 """A scripted MCP client for the README's mcp-proxy line: initialize, list the tools, then 21
-identical tool calls at once; stdin stays open 3 s so that every answer can come back."""
+identical tool calls at once; stdin stays open 10 s so that every answer can come back (the
+proxy shuts its server down when the client closes stdin; on a loaded machine starting the
+example server alone takes seconds)."""
 import json
 import time
 
@@ -140,7 +142,7 @@ send({"id": 2, "method": "tools/list"})
 for n in range(21):
     send({"id": 100 + n, "method": "tools/call",
           "params": {"name": "check_job", "arguments": {"job_id": "build-42"}}})
-time.sleep(3)
+time.sleep(10)
 '''
 
 FAKES: dict[str, Fake] = {

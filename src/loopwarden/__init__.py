@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "Intervention": "guard",
     "LoopBlockedError": "guard",
     "LoopGuard": "guard",
+    "Question": "guard",
     "Verdict": "guard",
     "warning_note": "guard",
     "CallRecord": "engine.history",
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
         Intervention,
         LoopBlockedError,
         LoopGuard,
+        Question,
         Verdict,
         warning_note,
     )
@@ -111,6 +113,7 @@ __all__ = [
     "Outcome",
     "PostCompactionGuard",
     "ProfileRegistry",
+    "Question",
     "RedisStore",
     "SQLiteStore",
     "SessionState",

@@ -20,7 +20,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from loopwarden import CompactionLoopPersistedError, LoopDetectionConfig, LoopGuard
+from langchain_parts import JobTool
+from loopwarden import CompactionLoopPersistedError, ConfigError, LoopDetectionConfig, LoopGuard
+from loopwarden.guard import STOP_MESSAGE
 from loopwarden.integrations.langchain import LoopGuardMiddleware
 
 NOTE = "[System note: Tool-loop warning after"
@@ -52,27 +54,6 @@ class ScriptedChatModel(BaseChatModel):
         else:
             reply = AIMessage(content=FINAL)
         return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
-class JobTool:
-    """A tool that reports the same status forever and counts how often it really ran."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-
-        @tool
-        def check_job(job: str) -> str:
-            """Report the status of a build job."""
-            self.runs += 1
-            return f"{job}: still running"
-
-        @tool("check_job")
-        async def acheck_job(job: str) -> str:
-            """Report the status of a build job."""
-            self.runs += 1
-            return f"{job}: still running"
-
-        self.sync, self.async_ = check_job, acheck_job
 
 
 def _guard() -> LoopGuard:
@@ -225,3 +206,36 @@ def test_summarization_arms_the_post_compaction_guard() -> None:
     # 4 calls before the summary, then the window of 3 identical calls ends the run
     assert job.runs == 7
 
+
+
+def _stopped_after(middleware: LoopGuardMiddleware) -> tuple[int, int, str]:
+    """Run an insistent model to its end: (tool executions, model calls, last message)."""
+    job, model = JobTool(), ScriptedChatModel(repeats=40)
+    agent = create_agent(model, [job.sync], middleware=[middleware],
+                         checkpointer=InMemorySaver())
+    out = agent.invoke({"messages": [("user", "wait for build-7")]},
+                       {"configurable": {"thread_id": "t1"}, "recursion_limit": 200})
+    return job.runs, len(model.seen), out["messages"][-1].text
+
+
+def test_preset_early_stops_an_insistent_loop_sooner_than_the_default() -> None:
+    default = _stopped_after(LoopGuardMiddleware())
+    early = _stopped_after(LoopGuardMiddleware(preset="early"))
+    assert default == (20, 22, STOP_MESSAGE)  # guards, enabled, with the default thresholds
+    assert early[2] == STOP_MESSAGE and early[0] < default[0] and early[1] < default[1]
+    assert LoopGuardMiddleware(preset="early").guard.config == LoopGuard(preset="early").config
+
+
+def test_threshold_overrides_guard_like_loopguard_keywords() -> None:
+    middleware = LoopGuardMiddleware(warning_threshold=5, critical_threshold=8)
+    assert middleware.guard.config.enabled is True
+    assert _stopped_after(middleware) == (8, 10, STOP_MESSAGE)
+
+
+def test_preset_next_to_a_given_guard_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="preset"):
+        LoopGuardMiddleware(LoopGuard(), preset="early")
+    with pytest.raises(ConfigError, match="warning_threshold"):
+        LoopGuardMiddleware(LoopGuard(), warning_threshold=5)
+    with pytest.raises(ConfigError, match="sesion"):  # a misspelt keyword is never dropped
+        LoopGuardMiddleware(sesion="s1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -192,3 +193,18 @@ def test_protect_attaches_once_and_keeps_other_guardrails() -> None:
     # the loop check runs first on input; the user's output checks run before the note
     assert job.tool.tool_input_guardrails == [rails.input, audit_in]
     assert job.tool.tool_output_guardrails == [redact_out, rails.output]
+
+
+def test_the_door_is_one_translation_of_at_most_300_lines() -> None:
+    # #20: the door module is small, its hooks written once (the SDK runs them for both
+    # Runner.run and Runner.run_sync), with no sync/async twins (`x` and `ax` side by side).
+    from pathlib import Path
+
+    from loopwarden.integrations import _openai_agents_sdk, openai_agents
+
+    sources = [Path(m.__file__ or "").read_text(encoding="utf-8")
+               for m in (openai_agents, _openai_agents_sdk)]
+    assert len(sources[0].splitlines()) <= 300
+    for source in sources:
+        names = set(re.findall(r"^\s*(?:async )?def (\w+)", source, re.M))
+        assert not {n for n in names if f"a{n}" in names}, "sync/async twins"

@@ -331,14 +331,13 @@ def test_decorator_rejects_an_unknown_exit_behavior() -> None:
 langchain_agents = pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent  # noqa: E402
-from langchain.agents.middleware import AgentMiddleware  # noqa: E402
-from langchain.agents.middleware.types import hook_config  # noqa: E402
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import BaseTool, StructuredTool, ToolException  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
-from loopwarden.guard import (  # noqa: E402
+from langchain_parts import SkipToTools  # noqa: E402
+from loopwarden.guard.verdicts import (  # noqa: E402
     RECOVERY_SIBLING_TEXT,
     RECOVERY_TEXT,
     TERMINAL_SIBLING_TEXT,
@@ -556,18 +555,6 @@ def test_langchain_continue_only_blocks() -> None:
     assert bench.executions == 20 and len(blocked) == 10 and script.calls == 31
     assert all(m.text.endswith(RECOVERY_TEXT) and "terminate" not in m.artifact for m in blocked)
     assert out["messages"][-1].text == FINAL
-
-
-class SkipToTools(AgentMiddleware[Any, Any]):
-    """Listed after LoopGuardMiddleware, its after_model runs first and jumps straight to the
-    tools, past LoopGuardMiddleware's after_model: each call reaches wrap_tool_call unadmitted."""
-
-    @hook_config(can_jump_to=["tools"])
-    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        message = state["messages"][-1]
-        if isinstance(message, AIMessage) and message.tool_calls:
-            return {"jump_to": "tools"}
-        return None
 
 
 @pytest.mark.parametrize("exit_behavior", ["end", "error"])

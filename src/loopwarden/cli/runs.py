@@ -198,7 +198,7 @@ def _natural(headers: list[tuple[str, JustifyMethod]], rows: list[list[str]]) ->
 _RUN_TABLE: list[tuple[str, JustifyMethod]] = [
     ("session", "left"), ("run", "left"), ("agent", "left"), ("started", "left"),
     ("warn", "right"), ("block", "right"), ("abort", "right"), ("detectors", "left"),
-    ("stop", "left")]
+    ("ask", "right"), ("stop", "left")]
 _SESSION, _RUN, _AGENT, _DETECTORS = 0, 1, 2, 7
 
 
@@ -206,12 +206,15 @@ def _runs_table(summaries: list[RunSummary], events: dict[RunKey, list[LoopEvent
                 width: int) -> Table:
     rows = [[one_line(s.session), one_line(s.run or "-"), one_line(", ".join(s.agents) or "-"),
              _time(s.first, "%Y-%m-%d %H:%M"), str(s.warnings), str(s.blocks), str(s.aborts),
-             one_line(" ".join(s.detectors)), _stopped(events[(s.session, s.run)])]
+             one_line(" ".join(s.detectors)), _asked(s), _stopped(events[(s.session, s.run)])]
             for s in summaries]
     headers = list(_RUN_TABLE)
-    if not any(row[-1] for row in rows):  # no run was stopped: no column for it
-        headers.pop()
-        rows = [row[:-1] for row in rows]
+    # Columns only some runs fill: none stopped, none asked a human: no column for it.
+    for column in (len(headers) - 1, len(headers) - 2):
+        if not any(row[column] for row in rows):
+            del headers[column]
+            for row in rows:
+                del row[column]
     natural = _natural(headers, rows)
     gap = _gap(natural, width)
     room = width - gap * (len(headers) - 1)
@@ -235,15 +238,27 @@ _EVENT_DETECTOR, _TOOL = 3, 4
 
 
 def _stopped(events: list[LoopEvent]) -> str:
-    """``yes`` for a run that reached the terminal stop (a second critical loop ended it)."""
-    return "yes" if any(event.terminal for event in events) else ""
+    """``yes`` for a run that reached the terminal stop (a second critical loop ended it) and
+    was not let go on by a human's "continue" since (``exit_behavior="ask"``)."""
+    stopped = False
+    for event in events:
+        if event.action == "continue":
+            stopped = False
+        elif event.terminal:
+            stopped = True
+    return "yes" if stopped else ""
+
+
+def _asked(summary: RunSummary) -> str:
+    """``asks/continued`` for a run whose stops were put before a human, else empty."""
+    return f"{summary.asks}/{summary.grants}" if summary.asks else ""
 
 
 def _print_events(console: Console, summary: RunSummary, events: list[LoopEvent]) -> None:
     """The run's events as a table whose rows each carry their message on the lines below."""
     _print_title(console, f"session {summary.session} run {summary.run or '-'}: "
                           f"{len(events)} loop events")
-    # The terminal stop is a block that ended the run: shown as "stop".
+    # The terminal stop is a block that ended the run: shown as "stop" (as is a human's "stop").
     rows = [[_time(e.timestamp, "%H:%M:%S"), "stop" if e.terminal else one_line(e.action),
              str(e.count),
              one_line(e.detector), one_line(e.tool)] for e in events]

@@ -142,6 +142,8 @@ class SessionState:
     recovery_used: dict[str, bool] = field(default_factory=dict)
     compaction: dict[str, PostCompactionGuard] = field(default_factory=dict)
     learned: dict[str, Any] = field(default_factory=dict)
+    #: How many "continue" answers a human gave each run (``exit_behavior="ask"``), by run key.
+    grants: dict[str, int] = field(default_factory=dict)
     _runs: dict[RunKey, RunView] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -333,6 +335,7 @@ class SessionState:
             recovery_used=dict(self.recovery_used),
             compaction={k: PostCompactionGuard.from_dict(g.to_dict()) for k, g in self.compaction.items()},
             learned=dict(self.learned),
+            grants=dict(self.grants),
         )
         return clone
 
@@ -346,6 +349,8 @@ class SessionState:
             "recovery_used": dict(self.recovery_used),
             "compaction": {k: g.to_dict() for k, g in self.compaction.items()},
             "learned": dict(self.learned),
+            # (only when a human let a run go on: other stored states stay as they were)
+            **({"grants": dict(self.grants)} if self.grants else {}),
         }
 
     @classmethod
@@ -356,9 +361,11 @@ class SessionState:
         buckets = data.get("warning_buckets", {})
         recovery = data.get("recovery_used", {})
         compaction = data.get("compaction", {})
+        grants = data.get("grants", {})
         if not (isinstance(history, list) and isinstance(buckets, dict)
                 and isinstance(recovery, dict) and isinstance(compaction, dict)
-                and all(type(b) is int for b in buckets.values())):
+                and isinstance(grants, dict)
+                and all(type(n) is int for n in (*buckets.values(), *grants.values()))):
             raise ValueError("not a session state")
         return cls(
             history=[CallRecord.from_dict(r) for r in history],
@@ -366,6 +373,7 @@ class SessionState:
             recovery_used=dict(recovery),
             compaction={str(k): PostCompactionGuard.from_dict(v) for k, v in compaction.items()},
             learned=check_learned(data.get("learned", {})),
+            grants={str(k): v for k, v in grants.items()},
         )
 
     # -- internals ---------------------------------------------------------------------------
@@ -406,6 +414,21 @@ class SessionState:
         self._runs.clear()
         for record in records:
             self.append(record)
+
+
+def restart_run(state: SessionState, run_id: RunKey) -> None:
+    """Give the run a fresh loop budget (a human answered "continue"): its records leave the
+    window, and its warning slots and recovery turn are forgotten, so every count starts over.
+    The post-compaction guard and learned volatile fields are kept (and a door's own marks in
+    ``recovery_used`` are the door's to clear). (A function, not a method: SessionState's
+    methods are what every call needs.)"""
+    if state._runs.pop(run_id, None) is not None:
+        state.history[:] = [r for r in state.history if r.run_id != run_id]
+    state.recovery_used.pop(run_id or "", None)
+    others = tuple(f"{run}:" for run in state._runs if run)
+    for slot in [k for k in state.warning_buckets
+                 if (k.startswith(f"{run_id}:") if run_id else not k.startswith(others))]:
+        del state.warning_buckets[slot]
 
 
 class RunView:

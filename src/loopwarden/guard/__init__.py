@@ -13,7 +13,8 @@ module had; the parts live in:
 - ``drivers``: the sync and the async driver that run any transaction against any store;
 - ``policy``: what happens when the store fails (:class:`FailOpen`, :class:`FailClosed`);
 - ``verdicts``: the answers (:class:`Verdict`, :class:`BatchAdmission`, ...) and their texts;
-- ``decorators``: ``@guard.tool`` / ``guard.wrap``.
+- ``decorators``: ``@guard.tool`` / ``guard.wrap``;
+- ``asking``: ``exit_behavior="ask"``'s :class:`Question` and its ask / answer transactions.
 
 The doors import from here alone; the engine's ``Detection`` and ``CompactionLoopPersistedError``
 are re-exported for them.
@@ -25,10 +26,9 @@ from ..base.errors import LoopBlockedError
 from ..base.types import ToolCall
 from ..engine.compaction import CompactionLoopPersistedError
 from ..engine.detectors import Detection
+from .asking import Question
 from .loopguard import LoopGuard
-from .policy import STORE_DOWN_MESSAGE
 from .verdicts import (
-    RECOVERY_SIBLING_TEXT,
     RECOVERY_TEXT,
     STOP_MESSAGE,
     TERMINAL_SIBLING_TEXT,
@@ -47,10 +47,8 @@ from .verdicts import (
 )
 
 __all__ = [
-    "RECOVERY_SIBLING_TEXT",
     "RECOVERY_TEXT",
     "STOP_MESSAGE",
-    "STORE_DOWN_MESSAGE",
     "TERMINAL_SIBLING_TEXT",
     "TERMINAL_TEXT",
     "BatchAdmission",
@@ -62,6 +60,7 @@ __all__ = [
     "Intervention",
     "LoopBlockedError",
     "LoopGuard",
+    "Question",
     "ToolCall",
     "Verdict",
     "append_note",

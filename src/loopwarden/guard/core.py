@@ -27,6 +27,7 @@ from ..engine.history import (
     warning_bucket,
     warning_key,
 )
+from ..engine.history import restart_run as restart_run_window
 from ..fingerprint import Outcome
 from .events import EventSink, LoggingSink, LoopEvent
 from .learning import learned_for
@@ -153,6 +154,13 @@ _STOPPED_PREFIX = "\x00stopped:"
 def stop_run(state: SessionState, run: str | None) -> None:
     """Remember that a terminal verdict stopped ``run`` (see :attr:`GuardCore.deny_after_stop`)."""
     state.recovery_used[_STOPPED_PREFIX + (run or "")] = True
+
+
+def restart_run(state: SessionState, run: str | None) -> None:
+    """A human let ``run`` go on after its stop: every loop count starts over, and a run stopped
+    under :attr:`GuardCore.deny_after_stop` runs again."""
+    restart_run_window(state, run)
+    state.recovery_used.pop(_STOPPED_PREFIX + (run or ""), None)
 
 
 def run_stopped(state: SessionState, run: str | None) -> bool:

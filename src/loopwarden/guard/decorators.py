@@ -125,8 +125,9 @@ class _FunctionDoor:
         return dict(bound.arguments)
 
     def blocked(self, verdict: Verdict, ids: _Ids) -> Any:
-        # A decorated function cannot end the run: at the end, as for "error", it raises.
-        if self.end_of_run.action(verdict.terminate) in ("end", "raise"):
+        # A decorated function cannot end the run: at the end, as for "error", it raises; it has
+        # no human to ask either ("ask" ends as "end" does; a plain loop asks with guard.ask).
+        if self.end_of_run.action(verdict.terminate, can_ask=False) in ("end", "raise"):
             raise terminated_error(verdict, session=ids["session"], run_id=ids["run_id"])
         if self.on_block == "raise":
             raise LoopBlockedError(verdict)

@@ -21,12 +21,14 @@ _LOG_MESSAGE_LIMIT = 2000
 
 @dataclass(frozen=True, slots=True)
 class LoopEvent:
-    """One warn, block or abort, shaped like OpenClaw's ``tool.loop`` diagnostic event."""
+    """One warn, block or abort, shaped like OpenClaw's ``tool.loop`` diagnostic event; with
+    ``exit_behavior="ask"`` also an ``ask`` put before a human and its answer (``continue`` /
+    ``stop``), naming who answered and how many grants the run has had."""
 
     session: str
     tool: str
     level: str  # "warning" | "critical"
-    action: str  # "warn" | "block" | "abort"
+    action: str  # "warn" | "block" | "abort" | "ask" | "continue" | "stop"
     detector: str
     count: int
     message: str
@@ -36,6 +38,8 @@ class LoopEvent:
     paired_tool: str | None = None
     learned: tuple[str, ...] = ()  # the tool's learned volatile result fields (early preset)
     terminal: bool = False  # a block that is the terminal stop: it ends the run
+    answered_by: str | None = None  # ask: the channel asked; continue / stop: who answered
+    grants: int | None = None  # ask: the run's grants so far; continue / stop: after the answer
     timestamp: int = field(default_factory=now_ms)
     type: str = "tool.loop"
 
@@ -63,6 +67,13 @@ class LoggingSink:
             self.logger.error("Blocking %s due to critical loop: %s", tool, message)
         elif event.action == "warn":
             self.logger.warning("Loop warning for %s: %s", tool, message)
+        elif event.action == "ask":
+            self.logger.error("Asking a human whether %s may go on (%s): %s", tool,
+                              log_text(event.answered_by or "the door's channel"), message)
+        elif event.action in ("continue", "stop"):
+            self.logger.error("Loop stop for %s answered %s by %s (grants: %s)", tool,
+                              event.action, log_text(event.answered_by or "a human"),
+                              event.grants)
         paired = f" pairedTool={log_text(event.paired_tool)}" if event.paired_tool else ""
         session = log_text(event.session) if event.session else "unknown"
         self.logger.log(

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 
 from ..base.types import MISSING, ToolCall
 from ..engine.history import CallRecord
+from .asking import DEFAULT_MAX_GRANTS, Decision, Question, answer_transaction, ask_transaction
 from .batch import AdmitBatch
 from .calls import AfterCall, BeforeCall, ObserveCall, one_call
 from .core import GuardCore
@@ -109,6 +110,45 @@ class LoopGuard(GuardCore):
     async def acompaction_retried(self, *, session: str, run_id: str | None = None) -> None:
         """The awaitable form of :meth:`compaction_retried`."""
         await adrive(self, ArmCompaction.of(self, session, run_id))
+
+    # -- ask a human (exit_behavior="ask") --------------------------------------------------
+
+    def ask(
+        self, verdict: Verdict, *, session: str, run_id: str | None = None,
+        agent_id: str | None = None, max_grants: int = DEFAULT_MAX_GRANTS, channel: str = "",
+    ) -> Question | None:
+        """The :class:`Question` to put before a human for a terminal ``verdict``, or None
+        when the run has had ``max_grants`` "continue" answers already (then end the run, as
+        ``"end"`` does). ``channel`` names how the door asks (for the ``ask`` event)."""
+        return drive(self, ask_transaction(self, verdict, session, run_id, agent_id,
+                                           max_grants, channel))
+
+    async def aask(
+        self, verdict: Verdict, *, session: str, run_id: str | None = None,
+        agent_id: str | None = None, max_grants: int = DEFAULT_MAX_GRANTS, channel: str = "",
+    ) -> Question | None:
+        """The awaitable form of :meth:`ask`."""
+        return await adrive(self, ask_transaction(self, verdict, session, run_id, agent_id,
+                                                  max_grants, channel))
+
+    def answer(
+        self, question: Question, decision: Decision, *, args: Any = MISSING,
+        answered_by: str = "human", agent_id: str | None = None,
+    ) -> Verdict:
+        """Act on a human's answer to ``question``. ``"continue"``: the run gets a fresh loop
+        budget (every count starts over) and the asked call is admitted: run it, and report its
+        outcome with :meth:`after_tool_call` (pass its ``args`` so it is recorded). ``"stop"``:
+        the terminal verdict again; end the run. Raises ``ValueError`` for another answer."""
+        return drive(self, answer_transaction(self, question, decision, args, answered_by,
+                                              agent_id))
+
+    async def aanswer(
+        self, question: Question, decision: Decision, *, args: Any = MISSING,
+        answered_by: str = "human", agent_id: str | None = None,
+    ) -> Verdict:
+        """The awaitable form of :meth:`answer`."""
+        return await adrive(self, answer_transaction(self, question, decision, args,
+                                                     answered_by, agent_id))
 
     def history(self, session: str) -> list[CallRecord]:
         """The session's history, oldest first (``[]`` when the store cannot be read: the

@@ -10,15 +10,19 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..base.errors import LoopTerminatedError
+from ..base.log import get_logger
 from ..base.types import MISSING
 from ..engine.detectors import Detection
+
+log = get_logger("loopwarden")
 
 Action = Literal["allow", "warn", "block"]
 #: What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``):
 #: ``"end"`` ends the run with :data:`STOP_MESSAGE`, ``"error"`` raises
-#: :class:`LoopTerminatedError`, ``"continue"`` only blocks calls.
-ExitBehavior = Literal["end", "error", "continue"]
-EXIT_BEHAVIORS: tuple[ExitBehavior, ...] = ("end", "error", "continue")
+#: :class:`LoopTerminatedError`, ``"continue"`` only blocks calls, ``"ask"`` asks a human
+#: through the door's own channel (see ``asking.py``) and ends the run where no one can answer.
+ExitBehavior = Literal["end", "error", "continue", "ask"]
+EXIT_BEHAVIORS: tuple[ExitBehavior, ...] = ("end", "error", "continue", "ask")
 
 RECOVERY_TEXT = (
     "Do not repeat this exact tool action. Reassess the task. You may answer the user, ask for "
@@ -185,8 +189,9 @@ def continuing(verdict: Verdict) -> Verdict:
 
 #: What a door does with a terminal verdict: ``"recover"`` hands the model the recovery texts
 #: and the run goes on, ``"end"`` ends the run with :data:`STOP_MESSAGE`, ``"raise"`` raises
-#: :func:`terminated_error`'s :class:`LoopTerminatedError`.
-TerminalAction = Literal["recover", "end", "raise"]
+#: :func:`terminated_error`'s :class:`LoopTerminatedError`, ``"ask"`` puts the guard's
+#: question (``LoopGuard.ask``) before a human and acts on the answer (``LoopGuard.answer``).
+TerminalAction = Literal["recover", "end", "raise", "ask"]
 
 
 class EndOfRun:
@@ -195,25 +200,45 @@ class EndOfRun:
     ``exit_behavior`` is one branch of :meth:`action`; the doors only translate the action
     into their host's means (a jump to the end, a final output, an exception)."""
 
-    __slots__ = ("behavior",)
+    __slots__ = ("behavior", "fallback_logged", "max_grants")
 
-    def __init__(self, exit_behavior: object) -> None:
+    def __init__(self, exit_behavior: object, *, max_grants: int = 2) -> None:
         self.behavior: ExitBehavior = check_exit_behavior(exit_behavior)
+        if type(max_grants) is not int or max_grants < 0:
+            from ..config import ConfigError
 
-    def action(self, terminal: bool) -> TerminalAction | None:
-        """None unless the verdict (or batch) is ``terminal``; else what the door does."""
+            raise ConfigError("must be a whole number of 0 or more", path="max_grants",
+                              value=max_grants)
+        #: ``"ask"``: how many "continue" answers one run may get; the next stop ends it.
+        self.max_grants = max_grants
+        self.fallback_logged = False
+
+    def action(self, terminal: bool, *, can_ask: bool = True) -> TerminalAction | None:
+        """None unless the verdict (or batch) is ``terminal``; else what the door does.
+        ``can_ask``: whether the door has a human to ask now (a checkpointer to resume from, a
+        client that takes elicitations, an interactive host); without one ``"ask"`` ends the
+        run, and says so in the log once."""
         if not terminal:
             return None
-        if self.behavior == "continue":
+        behavior = self.behavior
+        if behavior == "end":
+            return "end"
+        if behavior == "continue":
             return "recover"
-        if self.behavior == "error":
+        if behavior == "error":
             return "raise"
+        if can_ask:
+            return "ask"
+        if not self.fallback_logged:
+            self.fallback_logged = True
+            log.warning('loopwarden: exit_behavior="ask" but no human can be asked here; '
+                        'ending the run at its terminal stop instead, as "end" does')
         return "end"
 
     @property
     def ends_runs(self) -> bool:
         """Whether a terminal verdict may end a run (the door installs its stop)."""
-        return self.action(True) == "end"
+        return self.behavior in ("end", "ask")
 
     def answer(self, verdict: Verdict) -> Verdict:
         """``verdict`` as the model gets it: with the recovery texts when the run goes on."""

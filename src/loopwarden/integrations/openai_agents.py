@@ -1,62 +1,25 @@
-"""OpenAI Agents SDK door: tool guardrails and run hooks for ``Runner.run``.
+"""OpenAI Agents SDK door: tool guardrails, run hooks and tool approvals for ``Runner.run``.
 
-```python
-from agents import Agent, Runner, function_tool
-from loopwarden import LoopGuard
-from loopwarden.integrations.openai_agents import loop_guardrails
-
-guard = LoopGuard()  # enabled, default thresholds
-rails = loop_guardrails(guard)
-agent = rails.protect(Agent(name="ops", tools=[check_job, deploy]))
-result = await Runner.run(agent, "...", hooks=rails.hooks)
-```
-
-``rails.hooks`` sees each model response: its function calls (those of tools ``protect`` guards)
-are admitted together, as one batch, before any of them runs. The input guardrail then answers
-each call from that admission (a call the hooks did not see is asked of the guard alone); a
-blocked call is rejected (``reject_content``) so the model receives the loop message instead of
-a result. The output guardrail records the outcome (without outcomes no critical can fire) and,
-for a warned call, hands the model the result with the warning note appended (through
-``reject_content``, the SDK's only way to change a tool's output; the note travels as
-``output_info`` too). A tool that failed with the SDK's default failure message is recorded as
-an error outcome.
-
-A critical blocks the whole batch and leaves the model one recovery turn; a second critical in
-the same run is the terminal stop, handled by ``exit_behavior``:
-
-- ``"end"`` (default): the batch's calls are rejected with the terminal texts and the run ends
-  after that turn with ``result.final_output == STOP_MESSAGE``, through the agent's
-  ``tool_use_behavior`` (the SDK's own way to end a run from tool results, like
-  ``StopAtTools``). ``protect(agent)`` installs it, wrapping the agent's own behaviour, and so
-  do the hooks on every agent they see (handoffs included).
-- ``"error"``: :class:`AgentsLoopTerminatedError` (a :class:`loopwarden.LoopTerminatedError`
-  and an ``AgentsException``, so ``Runner.run`` re-raises it as is) is raised from the input
-  guardrail; no call of the batch runs.
-- ``"continue"``: calls are only blocked (the recovery texts); the model decides when to stop.
-
-Ids: run = one ``Runner.run`` (its run context; a run resumed from a serialized ``RunState`` is
-a new run); session = ``session=`` (a string, or a callable given the ``ToolContext``), else the
-run config's ``group_id`` (the SDK's conversation/thread grouping), else the run itself. The
-agent's name is the agent id. ``rails.hooks`` also forwards a server-side compaction (a
-``compaction`` output item) to the guard, which arms the post-compaction guard;
-:class:`loopwarden.CompactionLoopPersistedError` then ends the run (raised as
-:class:`AgentsCompactionLoopPersistedError`, a subclass the SDK does not wrap).
+``rails = loop_guardrails(preset="early")`` (or ``loop_guardrails(LoopGuard(...))``);
+``agent = rails.protect(Agent(...))``; ``Runner.run(agent, ..., hooks=rails.hooks)``. The hooks
+admit each model response's guarded calls as one batch; the input guardrail answers each call
+from it (a block is a ``reject_content``); the output guardrail records the outcome and appends
+the warning note. The terminal stop is the guard's :class:`~loopwarden.EndOfRun`, translated:
+``"end"`` through the agent's ``tool_use_behavior`` (final output ``STOP_MESSAGE``), ``"error"``
+as :class:`AgentsLoopTerminatedError`, ``"ask"`` as a tool approval (``needs_approval``: the
+run returns ``interruptions``; ``RunState.approve`` = continue, ``reject`` = stop). User guide:
+``docs/doors/openai-agents.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
-import uuid
-import weakref
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from functools import reduce
 from typing import Any, TypeVar, cast
 
 from agents import (
     Agent,
-    AgentsException,
     FunctionTool,
     FunctionToolResult,
     ModelResponse,
@@ -66,134 +29,82 @@ from agents import (
     ToolGuardrailFunctionOutput,
     ToolInputGuardrail,
     ToolInputGuardrailData,
-    ToolOutputFileContent,
     ToolOutputGuardrail,
     ToolOutputGuardrailData,
-    ToolOutputImage,
-    ToolOutputText,
-    ToolsToFinalOutputResult,
-    default_tool_error_function,
 )
 from agents.tool_context import ToolContext
 
-from ..base.errors import LoopTerminatedError
-from ..base.types import ToolCall
 from ..guard import (
-    STOP_MESSAGE,
-    BatchAdmission,
     CompactionLoopPersistedError,
     EndOfRun,
     ExitBehavior,
     LoopGuard,
+    Question,
     Verdict,
+    continuing,
     terminated_error,
 )
+from ._openai_agents_sdk import (
+    DEFAULT_FAILURE,
+    AgentsCompactionLoopPersistedError,
+    AgentsLoopTerminatedError,
+    ApprovalFirst,
+    FailureFirst,
+    RunRecord,
+    Runs,
+    StopFirst,
+    Wrapped,
+    decoded,
+    field_of,
+    guarded_calls,
+    with_guardrail,
+    with_note,
+)
 
-__all__ = [
-    "AgentsCompactionLoopPersistedError",
-    "AgentsLoopTerminatedError",
-    "LoopGuardHooks",
-    "LoopGuardrails",
-    "loop_guardrails",
-]
+__all__ = ["AgentsCompactionLoopPersistedError", "AgentsLoopTerminatedError", "LoopGuardHooks",
+           "LoopGuardrails", "loop_guardrails"]
 
 GUARDRAIL_NAME = "loopwarden"
-
+ASK_CHANNEL = "openai-agents:needs_approval"
 SessionSource = str | Callable[[ToolContext[Any]], str] | None
 A = TypeVar("A", bound=Agent[Any])
 
-# What the SDK hands the model (and the output guardrail) when a tool raised and no
-# failure_error_function was given; fixed text, whatever the exception.
-_DEFAULT_FAILURE = default_tool_error_function(cast(Any, None), Exception())
-
-
-class AgentsCompactionLoopPersistedError(CompactionLoopPersistedError, AgentsException):
-    """:class:`~loopwarden.CompactionLoopPersistedError` as an SDK exception, so ``Runner.run``
-    re-raises it as is instead of wrapping it in a ``UserError``."""
-
-    def __init__(self, error: CompactionLoopPersistedError) -> None:
-        CompactionLoopPersistedError.__init__(
-            self, error.message, count=error.count, tool_name=error.tool_name)
-        self.run_data = None
-
-
-class AgentsLoopTerminatedError(LoopTerminatedError, AgentsException):
-    """:class:`~loopwarden.LoopTerminatedError` as an SDK exception (``exit_behavior="error"``),
-    so ``Runner.run`` re-raises it as is; the SDK fills ``run_data``."""
-
-    def __init__(self, error: LoopTerminatedError) -> None:
-        LoopTerminatedError.__init__(
-            self, error.message, error.detection, tool_name=error.tool_name,
-            session=error.session, run_id=error.run_id, result=error.result)
-        self.run_data = None
-
-
-@dataclass(slots=True)
-class _Batch:
-    """One model response's guarded calls, admitted together by the first guardrail to ask."""
-
-    calls: dict[str, ToolCall]  # by call id
-    admission: asyncio.Future[BatchAdmission] | None = None
-
-
-@dataclass(slots=True)
-class _Run:
-    """What the door remembers about one ``Runner.run``."""
-
-    run_id: str
-    pending: dict[str, Verdict] = field(default_factory=dict)  # before-verdicts by call id
-    compacted: bool = False
-    batch: _Batch | None = None
-    stopped: bool = False  # the terminal stop under "end": tool_use_behavior ends the run
-    failures: dict[str, Exception] = field(default_factory=dict)  # by call id, see _Failures
-
-
-class _Runs:
-    """Per-run records keyed by the run's ``Usage`` object: the SDK creates one per run
-    context and shares it with every tool context of that run. Entries die with the run."""
-
-    def __init__(self) -> None:
-        self._runs: dict[int, tuple[weakref.ref[Any], _Run]] = {}
-
-    def get(self, ctx: RunContextWrapper[Any]) -> _Run:
-        anchor = ctx.usage
-        key = id(anchor)
-        entry = self._runs.get(key)
-        if entry is not None and entry[0]() is anchor:
-            return entry[1]
-        run = _Run(uuid.uuid4().hex)
-        self._runs[key] = (weakref.ref(anchor, lambda _ref: self._forget(key, run)), run)
-        return run
-
-    def _forget(self, key: int, run: _Run) -> None:
-        entry = self._runs.get(key)
-        if entry is not None and entry[1] is run:
-            del self._runs[key]
-
 
 class LoopGuardrails:
-    """The input and output tool guardrails (and the run hooks) that connect one
-    :class:`~loopwarden.LoopGuard` to the Agents SDK. Build it with :func:`loop_guardrails`."""
+    """The tool guardrails, run hooks and approvals that connect a :class:`~loopwarden.LoopGuard`
+    to the Agents SDK: ``guard``, or a new ``LoopGuard(preset=..., **overrides)`` (enabled, e.g.
+    ``preset="early", critical_threshold=12``). Call ``.protect(agent)``; pass ``.hooks`` to
+    ``Runner.run`` (they admit each response's calls as one batch).
+
+    ``session``: a fixed id, or a callable given the ``ToolContext``; by default the run
+    config's ``group_id``, else each run is its own session. ``agent_id``: defaults to the
+    agent's name. ``exit_behavior``: ``"end"`` (default), ``"error"``, ``"continue"`` or
+    ``"ask"`` (a tool approval at the terminal stop; ``max_grants`` "continue" answers per run).
+    """
 
     def __init__(
-        self, guard: LoopGuard, *, session: SessionSource = None, agent_id: str | None = None,
-        exit_behavior: ExitBehavior = "end",
+        self, guard: LoopGuard | None = None, *, session: SessionSource = None,
+        agent_id: str | None = None, exit_behavior: ExitBehavior = "end", max_grants: int = 2,
+        preset: str | None = None, **overrides: object,
     ) -> None:
-        self.guard = guard
+        if guard is not None and (preset is not None or overrides):
+            raise ValueError("pass either a LoopGuard or preset=/threshold overrides, not both")
+        self.guard = guard if guard is not None else LoopGuard(
+            preset=preset, **cast(dict[str, Any], overrides))
         self.session = session
         self.agent_id = agent_id
-        self.end_of_run = EndOfRun(exit_behavior)
+        self.end_of_run = EndOfRun(exit_behavior, max_grants=max_grants)
         self.exit_behavior = self.end_of_run.behavior
-        self._runs = _Runs()
         self.input: ToolInputGuardrail[Any] = ToolInputGuardrail(self._before, GUARDRAIL_NAME)
         self.output: ToolOutputGuardrail[Any] = ToolOutputGuardrail(self._after, GUARDRAIL_NAME)
         self.hooks = LoopGuardHooks(self)
+        self._run = Runs()
+        self._asked: dict[str, Question] = {}  # by call id, until the human's answer comes
 
     def protect(self, tools: Iterable[Tool] | A) -> Any:
-        """Attach both guardrails to every ``FunctionTool`` (in place, once); other tool kinds
-        are passed through unguarded. Given tools, returns them as a list; given an ``Agent``,
-        guards its tools, installs the terminal stop (``exit_behavior="end"``) in its
-        ``tool_use_behavior`` and returns the agent."""
+        """Attach both guardrails (and, under ``"ask"``, the approval) to every ``FunctionTool``
+        (in place, once); other tool kinds pass unguarded. Given an ``Agent``, also installs
+        the terminal stop in its ``tool_use_behavior`` and returns it; given tools, a list."""
         if isinstance(tools, Agent):
             self.protect(tools.tools)
             self.install_stop(tools)
@@ -203,182 +114,157 @@ class LoopGuardrails:
             if isinstance(tool, FunctionTool):
                 # First on input: a blocked call stops before other checks. Last on output: the
                 # SDK stops at the first rejecting guardrail, and the warning note is one.
-                tool.tool_input_guardrails = _with(tool.tool_input_guardrails, self.input, 0)
-                tool.tool_output_guardrails = _with(tool.tool_output_guardrails, self.output)
-                self._record_failures(tool)
+                tool.tool_input_guardrails = with_guardrail(
+                    tool.tool_input_guardrails, self.input, first=True)
+                tool.tool_output_guardrails = with_guardrail(
+                    tool.tool_output_guardrails, self.output)
+                # Only a tool's own failure formatter hides the exception from the door.
+                if not getattr(tool, "_use_default_failure_error_function", True):
+                    self._wrap(tool, "_failure_error_function", FailureFirst, self._run)
+                if self.end_of_run.action(True) == "ask":
+                    self._wrap(tool, "needs_approval", ApprovalFirst, self._ask)
         return tools
 
-    def _record_failures(self, tool: FunctionTool) -> None:
-        """Let the door see the exception behind a tool's ``failure_error_function`` output.
-
-        Only a tool with its own formatter is wrapped (the SDK keeps that flag, so nothing else
-        changes); the SDK's default formatter's fixed text is recognised in :meth:`_after`."""
-        inner = getattr(tool, "_failure_error_function", None)
-        if getattr(tool, "_use_default_failure_error_function", True) or not callable(inner):
-            return
-        if isinstance(inner, _Failures) and inner.rails is self:
-            return
-        tool._failure_error_function = _Failures(self, inner)
-
     def install_stop(self, agent: Agent[Any]) -> None:
-        """Let ``agent`` end a run at the terminal stop (``exit_behavior="end"``): its
-        ``tool_use_behavior`` is wrapped, once; outside a terminal stop it behaves as before."""
-        if not self.end_of_run.ends_runs:
-            return
-        behavior = agent.tool_use_behavior
-        if isinstance(behavior, _StopAtLoop) and behavior.rails is self:
-            return
-        agent.tool_use_behavior = _StopAtLoop(self, behavior)
+        """Let ``agent`` end a run at the terminal stop: its ``tool_use_behavior`` is wrapped,
+        once; outside a terminal stop it behaves as before."""
+        if self.end_of_run.ends_runs:
+            self._wrap(agent, "tool_use_behavior", StopFirst, self._stop)
 
-    def compaction_happened(self, ctx: RunContextWrapper[Any]) -> None:
-        """Note that this run's context was compacted; the guard is armed right before the
-        run's next tool call, where the session is known."""
-        self._runs.get(ctx).compacted = True
+    def _wrap(self, owner: Any, attr: str, kind: type[Wrapped], hook: Callable[..., Any]) -> None:
+        inner = getattr(owner, attr, None)
+        if not (isinstance(inner, kind) and inner.owner is self):
+            setattr(owner, attr, kind(self, inner, hook))
+
+    def question(self, item: Any) -> Question | None:
+        """The guard's question behind an approval ``item`` of ``result.interruptions`` (its
+        ``.text`` is what to show the human), or None when loopwarden did not ask for it."""
+        return self._asked.get(str(field_of(item, "raw_item", "call_id")))
 
     def response_received(self, ctx: RunContextWrapper[Any], agent: Agent[Any],
                           response: ModelResponse) -> None:
-        """Remember the response's guarded function calls: they are admitted as one batch."""
-        calls = _guarded_calls(agent, self.input, response.output)
-        by_id = {c.call_id: c for c in calls if c.call_id}
-        self._runs.get(ctx).batch = _Batch(by_id) if by_id else None
+        """Note a compaction item (the guard is armed before the run's next call, where the
+        session is known) and the response's guarded calls: they are admitted as one batch."""
+        run = self._run(ctx)
+        run.compacted |= any(field_of(item, "type") == "compaction" for item in response.output)
+        run.batch = {c.call_id: c for c in guarded_calls(agent, self.input, response.output)
+                     if c.call_id}
+        run.batch_agent, run.admission = self._agent_id(agent), None
 
-    # -- guardrail functions --------------------------------------------------------------
-
-    async def _before(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
-        ctx, run = data.context, self._runs.get(data.context)
-        session = self._session(ctx, run)
+    async def _admitted(self, run: RunRecord, session: str, call_id: str, tool_name: str | None
+                        ) -> tuple[Verdict | None, Verdict | None]:
+        """This call's verdict from its batch and the batch's trigger (the verdict with the
+        critical detection); ``(None, None)`` when the call is not in the batch."""
         if run.compacted:
             run.compacted = False
             await self.guard.acompaction_retried(session=session, run_id=run.run_id)
-        agent_id = self._agent_id(data.agent)
-        verdict, trigger = await self._admitted(ctx, run, session, agent_id)
+        call = run.batch.get(call_id)
+        if call is None or tool_name not in (None, call.tool_name):
+            return None, None
+        if run.admission is None:  # the first of the batch's calls admits it for all
+            run.admission = asyncio.ensure_future(self.guard.aadmit_batch(
+                list(run.batch.values()), session=session, run_id=run.run_id,
+                agent_id=run.batch_agent))
+        verdicts = (await run.admission).verdicts
+        trigger = next((v for v in verdicts if v.detection and v.action == "block"), None)
+        return next((v for v in verdicts if v.call_id == call_id), None), trigger
+
+    async def _ask(self, ctx: RunContextWrapper[Any], call_id: str) -> bool:
+        """``needs_approval`` under ``"ask"``: True exactly when this call is the trigger of a
+        terminal stop and the run has grants left (the guard's question is then kept)."""
+        run = self._run(ctx)
+        if run.session is None:  # no guarded call yet in this run: it cannot be terminal
+            return False
+        verdict, trigger = await self._admitted(run, run.session, call_id, None)
+        if verdict is None or verdict is not trigger or not verdict.terminate:
+            return False
+        question = await self.guard.aask(
+            verdict, session=run.session, run_id=run.run_id, agent_id=run.batch_agent,
+            max_grants=self.end_of_run.max_grants, channel=ASK_CHANNEL)
+        if question is not None:
+            self._asked[call_id] = question
+        return question is not None
+
+    async def _before(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        ctx, call_id, agent_id = data.context, data.context.tool_call_id, self._agent_id(data.agent)
+        run, question = self._run(ctx), self._asked.get(call_id)
+        if question is not None:
+            if not ctx.is_tool_approved(ctx.tool_name, call_id):
+                return ToolGuardrailFunctionOutput.allow()  # (checked before approval) ask
+            del self._asked[call_id]  # approved: the resumed run is the asked one, going on
+            run.run_id, run.session = question.run_id or run.run_id, question.session
+            run.pending[call_id] = await self.guard.aanswer(
+                question, "continue", args=_args(ctx), agent_id=agent_id)
+            return ToolGuardrailFunctionOutput.allow()
+        session = run.session = self._session(ctx, run)
+        verdict, trigger = await self._admitted(run, session, call_id, ctx.qualified_tool_name)
+        alone = verdict is None
         if verdict is None:  # not in a response the hooks saw: this call alone
             verdict = trigger = await self.guard.abefore_tool_call(
-                _tool_name(ctx), _args(ctx), session=session, run_id=run.run_id,
-                call_id=ctx.tool_call_id, agent_id=agent_id)
+                ctx.qualified_tool_name, _args(ctx), session=session, run_id=run.run_id,
+                call_id=call_id, agent_id=agent_id)
+        elif trigger is not None and trigger.call_id in self._asked:
+            verdict = continuing(verdict)  # its batch waits for the human's answer
         if verdict.action == "block":
-            return self._blocked(run, session, verdict, trigger)
-        run.pending[ctx.tool_call_id] = verdict
+            # "ask" in a batch means the run's grants are used up: the run ends as with "end"
+            action = self.end_of_run.action(verdict.terminate, can_ask=not alone)
+            if action == "raise":
+                raise AgentsLoopTerminatedError(terminated_error(
+                    trigger or verdict, session=session, run_id=run.run_id))
+            run.stopped |= action in ("end", "ask")
+            verdict = self.end_of_run.answer(verdict)
+            return ToolGuardrailFunctionOutput.reject_content(
+                verdict.message or "", output_info=verdict.blocked_result())
+        run.pending[call_id] = verdict
         return ToolGuardrailFunctionOutput.allow()
 
-    async def _admitted(
-        self, ctx: ToolContext[Any], run: _Run, session: str, agent_id: str | None,
-    ) -> tuple[Verdict | None, Verdict | None]:
-        """This call's verdict from its batch, and the batch's trigger (the verdict with the
-        critical detection), or ``(None, None)`` when the call is not in the batch."""
-        batch = run.batch
-        call = batch.calls.get(ctx.tool_call_id) if batch is not None else None
-        if batch is None or call is None or call.tool_name != _tool_name(ctx):
-            return None, None
-        if batch.admission is None:
-            # The batch's guardrails run concurrently: the first starts the admission and
-            # every one awaits the same result.
-            batch.admission = asyncio.ensure_future(self.guard.aadmit_batch(
-                list(batch.calls.values()), session=session, run_id=run.run_id,
-                agent_id=agent_id))
-        admission = await batch.admission
-        verdicts = {v.call_id: v for v in admission.verdicts}
-        trigger = next((v for v in admission.verdicts if v.detection is not None
-                        and v.action == "block"), None)
-        return verdicts.get(ctx.tool_call_id), trigger
-
-    def _blocked(self, run: _Run, session: str, verdict: Verdict,
-                 trigger: Verdict | None) -> ToolGuardrailFunctionOutput:
-        action = self.end_of_run.action(verdict.terminate)
-        if action == "raise":
-            error = terminated_error(trigger or verdict, session=session, run_id=run.run_id)
-            raise AgentsLoopTerminatedError(error)
-        if action == "end":
-            run.stopped = True
-        verdict = self.end_of_run.answer(verdict)
-        return ToolGuardrailFunctionOutput.reject_content(
-            verdict.message or "", output_info=verdict.blocked_result())
-
     async def _after(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
-        ctx, run = data.context, self._runs.get(data.context)
+        ctx, run = data.context, self._run(data.context)
         before = run.pending.pop(ctx.tool_call_id, None)
         error: Any = run.failures.pop(ctx.tool_call_id, None)
-        if error is None and isinstance(data.output, str) and data.output == _DEFAULT_FAILURE:
+        if error is None and isinstance(data.output, str) and data.output == DEFAULT_FAILURE:
             error = data.output
         outcome = {"result": data.output} if error is None else {"error": error}
         try:
             after = await self.guard.aafter_tool_call(
-                _tool_name(ctx), _args(ctx), session=self._session(ctx, run), run_id=run.run_id,
-                call_id=ctx.tool_call_id, agent_id=self._agent_id(data.agent), **outcome)
+                ctx.qualified_tool_name, _args(ctx), session=self._session(ctx, run),
+                run_id=run.run_id, call_id=ctx.tool_call_id, agent_id=self._agent_id(data.agent),
+                **outcome)
         except CompactionLoopPersistedError as exc:
             raise AgentsCompactionLoopPersistedError(exc) from exc
         notes = [v.note for v in (before, after) if v is not None and v.note]
         if not notes:
             return ToolGuardrailFunctionOutput.allow()
-        output = data.output
-        for note in notes:
-            output = _with_note(output, note)
-        info = {"loopwarden": "tool-loop-warning", "notes": notes}
+        output = reduce(with_note, notes, data.output)
         return ToolGuardrailFunctionOutput(
-            output_info=info, behavior={"type": "reject_content", "message": cast(str, output)})
+            output_info={"loopwarden": "tool-loop-warning", "notes": notes},
+            behavior={"type": "reject_content", "message": output})
 
-    def _session(self, ctx: ToolContext[Any], run: _Run) -> str:
-        if isinstance(self.session, str):
-            return self.session
-        if self.session is not None:
-            return self.session(ctx)
-        group = getattr(ctx.run_config, "group_id", None)
-        return str(group) if group else run.run_id
+    async def _stop(self, ctx: RunContextWrapper[Any], results: list[FunctionToolResult]
+                    ) -> bool:
+        """Whether the run ends after these results: a terminal stop, or a human's "stop"
+        (a rejected approval: the asked call never reached the input guardrail)."""
+        run = self._run(ctx)
+        for result in results:
+            question = self._asked.pop(str(field_of(result.run_item, "raw_item", "call_id")), None)
+            if question is not None:
+                await self.guard.aanswer(question, "stop")
+                run.stopped = True
+        return run.stopped
+
+    def _session(self, ctx: ToolContext[Any], run: RunRecord) -> str:
+        if self.session is None:
+            group = getattr(ctx.run_config, "group_id", None)
+            return str(group) if group else run.run_id
+        return self.session if isinstance(self.session, str) else self.session(ctx)
 
     def _agent_id(self, agent: Agent[Any]) -> str | None:
         return self.agent_id or getattr(agent, "name", None)
 
 
-class _Failures:
-    """A tool's ``failure_error_function``, unchanged, that first tells the door which call
-    failed with which exception (the output guardrail then records an error outcome)."""
-
-    def __init__(self, rails: LoopGuardrails, inner: Callable[..., Any]) -> None:
-        self.rails = rails
-        self.inner = inner
-
-    def __call__(self, ctx: RunContextWrapper[Any], error: Exception) -> Any:
-        call_id = getattr(ctx, "tool_call_id", None)
-        if call_id:
-            self.rails._runs.get(ctx).failures[call_id] = error
-        return self.inner(ctx, error)
-
-
-class _StopAtLoop:
-    """An agent's ``tool_use_behavior`` that ends the run with the stop message after a turn
-    that hit the terminal stop, and otherwise does what the agent's own behaviour does."""
-
-    def __init__(self, rails: LoopGuardrails, inner: Any) -> None:
-        self.rails = rails
-        self.inner = inner
-
-    async def __call__(self, ctx: RunContextWrapper[Any],
-                       results: list[FunctionToolResult]) -> ToolsToFinalOutputResult:
-        if self.rails._runs.get(ctx).stopped:
-            return ToolsToFinalOutputResult(is_final_output=True, final_output=STOP_MESSAGE)
-        inner = self.inner
-        # (The SDK's own evaluation of the four kinds of tool_use_behavior.)
-        if inner == "stop_on_first_tool" and results:
-            return ToolsToFinalOutputResult(is_final_output=True, final_output=results[0].output)
-        if isinstance(inner, Mapping):
-            names = inner.get("stop_at_tool_names", [])
-            for result in results:
-                if result.tool.name in names or result.tool.qualified_name in names:
-                    return ToolsToFinalOutputResult(is_final_output=True,
-                                                    final_output=result.output)
-        elif callable(inner):
-            decided = inner(ctx, results)
-            if inspect.isawaitable(decided):
-                decided = await decided
-            return cast(ToolsToFinalOutputResult, decided)
-        return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
-
-
 class LoopGuardHooks(RunHooks[Any]):
-    """``RunHooks`` that hand each model response's function calls to the guard as one batch,
-    install the terminal stop on the agents they see, and forward a server-side compaction (a
-    ``compaction`` item in a model response). Subclass it to add your own hooks, calling
-    ``super()``."""
+    """``RunHooks`` that hand each model response's guarded calls (and a ``compaction`` item) to
+    the rails and install the terminal stop on the agents they see; subclass with ``super()``."""
 
     def __init__(self, rails: LoopGuardrails) -> None:
         self.rails = rails
@@ -386,109 +272,14 @@ class LoopGuardHooks(RunHooks[Any]):
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
-        """After each model response: forward a compaction item, install the terminal stop on
-        ``agent``, and note the response's function calls for batch admission."""
-        if any(_item_type(item) == "compaction" for item in response.output):
-            self.rails.compaction_happened(context)
+        """After each model response: install the stop on ``agent``, note the response."""
         self.rails.install_stop(agent)
         self.rails.response_received(context, agent, response)
 
 
-def loop_guardrails(
-    guard: LoopGuard, *, session: SessionSource = None, agent_id: str | None = None,
-    exit_behavior: ExitBehavior = "end",
-) -> LoopGuardrails:
-    """Tool guardrails for ``guard``: call ``.protect(agent)`` (or ``.protect(tools)``, or
-    attach ``.input`` / ``.output`` to ``function_tool``s) and pass ``.hooks`` to
-    ``Runner.run``: the hooks admit each response's calls as one batch.
-
-    ``session``: a fixed session id, or a callable that derives it from the ``ToolContext``
-    (e.g. ``lambda ctx: ctx.context.user_id``); by default the run config's ``group_id``, else
-    each run is its own session. ``agent_id``: defaults to the agent's name.
-    ``exit_behavior``: ``"end"`` (default), ``"error"`` or ``"continue"`` at the terminal stop.
-    """
-    return LoopGuardrails(guard, session=session, agent_id=agent_id, exit_behavior=exit_behavior)
-
-
-# -- translation helpers (no detection here) ---------------------------------------------------
-
-
-def _with(guardrails: list[Any] | None, guardrail: Any, at: int | None = None) -> list[Any]:
-    current = list(guardrails or [])
-    if guardrail not in current:
-        current.insert(len(current) if at is None else at, guardrail)
-    return current
-
-
-def _tool_name(ctx: ToolContext[Any]) -> str:
-    return ctx.qualified_tool_name
-
-
-def _call_name(item: Any) -> str:
-    """A function call item's name as its ``ToolContext.qualified_tool_name`` will be:
-    ``namespace.name``, except for the SDK's synthetic namespace equal to the name."""
-    name = str(_field(item, "name") or "")
-    namespace = _field(item, "namespace")
-    if isinstance(namespace, str) and namespace and namespace != name:
-        return f"{namespace}.{name}"
-    return name
-
-
-def _guarded_calls(agent: Agent[Any], guardrail: Any, output: Iterable[Any]) -> list[ToolCall]:
-    """The function calls in ``output`` whose tool carries ``guardrail`` (other calls, e.g.
-    handoffs, hosted or unguarded tools, never reach the guard)."""
-    guarded: set[str] = set()
-    for tool in getattr(agent, "tools", None) or ():
-        if isinstance(tool, FunctionTool) and guardrail in (tool.tool_input_guardrails or ()):
-            guarded.update((tool.name, tool.qualified_name))
-    calls = []
-    for item in output:
-        if _item_type(item) != "function_call":
-            continue
-        name = _call_name(item)
-        if name in guarded:
-            calls.append(ToolCall(name, _decoded(_field(item, "arguments")),
-                                  call_id=_field(item, "call_id")))
-    return calls
+#: ``loop_guardrails(guard, ...)`` / ``loop_guardrails(preset="early")``: see LoopGuardrails.
+loop_guardrails = LoopGuardrails
 
 
 def _args(ctx: ToolContext[Any]) -> Any:
-    """The call's arguments as the model sent them, decoded when they are JSON."""
-    return _decoded(ctx.tool_arguments)
-
-
-def _decoded(raw: Any) -> Any:
-    if not raw:
-        return {}
-    try:
-        return json.loads(raw)
-    except (TypeError, ValueError):
-        return raw
-
-
-def _item_type(item: Any) -> Any:
-    return _field(item, "type")
-
-
-def _field(item: Any, name: str) -> Any:
-    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
-
-
-def _is_structured(item: Any) -> bool:
-    """Whether the SDK sends ``item`` to the model as a structured output part."""
-    if isinstance(item, (ToolOutputText, ToolOutputImage, ToolOutputFileContent)):
-        return True
-    return isinstance(item, Mapping) and isinstance(item.get("type"), str)
-
-
-def _with_note(output: Any, note: str) -> Any:
-    """``output`` with ``note`` appended in the shape the SDK will send to the model: text for
-    plain values (the SDK stringifies them), one more text part for structured outputs."""
-    if isinstance(output, str):
-        return f"{output}\n\n{note}" if output else note
-    part = {"type": "text", "text": note}
-    if isinstance(output, (list, tuple)) and output and all(map(_is_structured, output)):
-        return [*output, part]
-    if _is_structured(output):
-        return [output, part]
-    return f"{output}\n\n{note}"
+    return decoded(ctx.tool_arguments)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from loopwarden import LoopGuard, Verdict
-from loopwarden.guard import STORE_DOWN_MESSAGE
+from loopwarden.guard.policy import STORE_DOWN_MESSAGE
 from loopwarden.guard.stores.redis import RedisStore
 from loopwarden.guard.stores.sqlite import SQLiteStore
 from redis_server import RedisServer

@@ -25,8 +25,8 @@ from typer.testing import CliRunner
 from loopwarden import LoopDetectionConfig, LoopEvent, LoopGuard, MemoryStore
 from loopwarden.cli import app
 from loopwarden.fingerprint.leaves import MAX_PATH, leaves_of
-from loopwarden.guard import STORE_DOWN_MESSAGE
 from loopwarden.guard.learning import DIGITS, LEARN_AFTER, MAX_DIFFERING, learn
+from loopwarden.guard.policy import STORE_DOWN_MESSAGE
 from loopwarden.guard.stores._codec import encode_state
 from loopwarden.guard.stores.base import CircuitBreaker, StoreError
 from loopwarden.guard.stores.redis import RedisStore

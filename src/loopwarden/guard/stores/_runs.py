@@ -20,6 +20,8 @@ class RunSummary:
     aborts: int
     agents: tuple[str, ...]
     detectors: tuple[str, ...]
+    asks: int = 0  # exit_behavior="ask": questions put before a human
+    grants: int = 0  # and the "continue" answers among them
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as plain JSON data (tuples as lists), for ``loopwarden runs --json``."""

@@ -76,7 +76,8 @@ _UPSERT_SESSION = (
 _RUNS_QUERY = """
     SELECT session, run, MIN(timestamp), MAX(timestamp), COUNT(*),
            SUM(action = 'warn'), SUM(action = 'block'), SUM(action = 'abort'),
-           json_group_array(DISTINCT agent), json_group_array(DISTINCT detector), MAX(id) AS last_id
+           json_group_array(DISTINCT agent), json_group_array(DISTINCT detector), MAX(id) AS last_id,
+           SUM(action = 'ask'), SUM(action = 'continue')
     FROM events
     WHERE ?1 IS NULL OR session = CAST(?1 AS TEXT)
     GROUP BY session, run
@@ -416,11 +417,13 @@ def _sql_limit(limit: int | None) -> int:
 def _run_summary(row: tuple[Any, ...]) -> RunSummary:
     from ._runs import RunSummary
 
-    session, run, first, last, count, warns, blocks, aborts, agents, detectors, _ = row
+    session, run, first, last, count, warns, blocks, aborts, agents, detectors, _, asks, \
+        grants = row
     return RunSummary(
         session=session, run=run, first=int(first), last=int(last), events=int(count),
         warnings=int(warns or 0), blocks=int(blocks or 0), aborts=int(aborts or 0),
-        agents=_names(agents), detectors=_names(detectors),
+        agents=_names(agents), detectors=_names(detectors), asks=int(asks or 0),
+        grants=int(grants or 0),
     )
 
 
