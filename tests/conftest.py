@@ -51,10 +51,21 @@ def _in_integration_folder(path: Path) -> bool:
 
 # The longest tests, longest first (paths under tests/): run first, so that under xdist both
 # workers start on them and no long test is left for one worker at the end while the other
-# idles. Measured with --durations on the integration tier; a module keeps its tests together.
+# idles. From `--durations=60` on the integration tier; a module keeps its tests together.
 LONGEST_FIRST = (
     "integrations/hosts/test_claude_code_",  # the real Claude Code, ~30 tool calls a run
+    "fingerprint/test_fingerprint_hostile_values.py",
+    "cli/test_cli_preset_options.py",
     "integrations/hosts/",                   # the real Codex CLI and Gemini CLI
+    "engine/test_fast_paths.py",
+    "cli/test_claude_hook_import.py",
+    "cli/test_claude_hook_resident.py",
+    "fingerprint/test_fingerprint_properties.py",
+    "fingerprint/test_volatile_speed_equivalence.py",
+    "guard/test_guard_hostile_host_properties.py",
+    "guard/test_guard_properties.py",
+    "cli/test_install_claude_code.py",
+    "engine/test_detector_objects.py",
 )
 
 
