@@ -9,7 +9,10 @@ reference files.
     python bench/check_scan_identical.py --compare /tmp/scan-before --config bench/extensions-off.json
                                     # new detection rules switched off: the old verdicts
 
-Exits 1 when any output differs, naming the first differing file entry.
+Exits 1 when any output differs, naming the first differing file entry. An output that only
+adds keys (at the top level or in a file entry) and leaves every existing key's value and
+order as it was is reported as "additive" with the keys it adds, and passes: the documented
+JSON shape allows added keys.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _shared() -> Path:
@@ -74,6 +78,35 @@ def first_difference(old: bytes, new: bytes) -> str:
     return "same entries, different bytes (key order or formatting)"
 
 
+def added_keys(old: bytes, new: bytes) -> list[str] | None:
+    """The keys ``new`` adds to ``old`` ("nudge_efficacy", "files[].nudges"), when that is
+    all that differs: every key of ``old`` keeps its value and its place. None otherwise."""
+    try:
+        before, after = json.loads(old), json.loads(new)
+    except ValueError:
+        return None
+    added = _added(before, after, "")
+    if added is None:
+        return None
+    files_before, files_after = before.get("files", []), after.get("files", [])
+    if len(files_before) != len(files_after):
+        return None
+    for one, other in zip(files_before, files_after, strict=True):
+        extra = _added(one, other, "files[].")
+        if extra is None:
+            return None
+        added.extend(key for key in extra if key not in added)
+    return added
+
+
+def _added(before: dict[str, Any], after: dict[str, Any], prefix: str) -> list[str] | None:
+    if [key for key in after if key in before] != list(before):
+        return None  # a key lost or moved
+    if any(before[key] != after[key] for key in before if key != "files"):
+        return None
+    return [prefix + key for key in after if key not in before]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
@@ -102,8 +135,11 @@ def main() -> int:
                 print(f"wrote {name} ({len(out)} bytes, sha256 {digest})")
                 continue
             reference = (options.compare / name).read_bytes()
+            added = None if reference == out else added_keys(reference, out)
             if reference == out:
                 print(f"identical  {name} ({len(out)} bytes, sha256 {digest})")
+            elif added:
+                print(f"additive   {name}: existing keys identical; adds {', '.join(added)}")
             else:
                 differing += 1
                 print(f"DIFFERENT  {name}: {first_difference(reference, out)}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -155,7 +156,7 @@ def _http_settings(tmp_path: Path, port: int) -> tuple[str, Path]:
     claude = tmp_path / "claude"
     claude.write_text("#!/bin/sh\necho '2.1.332 (Claude Code)'\n")
     claude.chmod(claude.stat().st_mode | stat.S_IXUSR)
-    command = "/usr/bin/loopwarden claude-hook"
+    command = shlex.join([sys.executable, "-m", "loopwarden", "claude-hook"])  # (it runs)
     settings = install({}, command, http_port=port, start_command=f"{command} --http-start {port}")
     path = tmp_path / "settings.json"
     path.write_text(json.dumps(settings))

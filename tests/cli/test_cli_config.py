@@ -74,6 +74,7 @@ def test_json_output_has_effective_camel_case_config(runner: CliRunner, config_f
             "cycle": True,
             "oneToolCycle": True,
             "failureRepeat": True,
+            "equivalentArguments": True,
             "errorRepeat": None,
         },
         "postCompactionGuard": {"windowSize": 3},

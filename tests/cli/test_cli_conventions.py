@@ -343,9 +343,12 @@ def test_stdin_honours_format_and_mixes_with_paths() -> None:
     unknown = EXAMPLES / "unknown-tool.openai.json"
     forced = scan_json("-", "--format", "openai-chat", stdin=unknown.read_bytes())["files"][0]
     assert forced["format"] == "openai-chat" and forced["findings"]
-    as_openclaw = scan_json("-", "--format", "openclaw", stdin=unknown.read_bytes())
-    assert as_openclaw["files"][0]["format"] == "openclaw"
-    assert as_openclaw["files"][0]["calls"] == 0  # read as the format it was told
+    # Read as the format it was told, it does not parse: an input error, never "0 calls".
+    as_openclaw = scan_json("-", "--format", "openclaw", stdin=unknown.read_bytes(), code=2)
+    assert as_openclaw["files"] == []
+    (reason,) = as_openclaw["skip_reasons"]
+    assert reason["path"] == "-" and reason["error"] is True
+    assert "does not parse as --format openclaw" in reason["reason"]
     mixed = scan_json(EXAMPLES / "healthy.jsonl", "-", stdin=unknown.read_bytes())
     assert [Path(e["path"]).name for e in mixed["files"]] == ["healthy.jsonl", "-"]
 
@@ -391,8 +394,13 @@ def test_scanning_with_jobs_uses_worker_processes_and_keeps_the_order() -> None:
         assert multiprocessing.active_children(), "no worker process was started"
         parallel = [first, *results]
     assert [s.to_json() for s in parallel] == [s.to_json() for s in serial]
+    assert any(scan.findings for scan in serial) and not all(scan.findings for scan in serial)
     for one, other in zip(parallel, serial, strict=True):  # what the HTML report draws
-        assert one.trace is not None and other.trace is not None
+        assert other.trace is not None
+        if not one.findings:  # a clean transcript's trace is not sent back: nothing draws it
+            assert one.trace is None
+            continue
+        assert one.trace is not None
         assert (one.trace.tools, one.trace.runs, one.trace.chars) == (
             other.trace.tools, other.trace.runs, other.trace.chars)
     with scanning(files, ENABLED, jobs=2, keep_traces=False) as results:

@@ -226,13 +226,14 @@ def test_a_settings_file_it_cannot_edit_is_refused_and_left_alone(
         assert path.read_text(encoding="utf-8") == content and backups(path) == []
 
 
-def test_project_scope_writes_the_projects_settings(tmp_path: Path) -> None:
+def test_project_scope_writes_the_projects_local_settings(tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "repo"
     home.mkdir()
     project.mkdir()
     result = run_cli("--project", home=home, cwd=project)
     assert result.returncode == 0, result.stderr
-    assert ours(read(project / ".claude" / "settings.json"), "PreToolUse")
+    assert ours(read(project / ".claude" / "settings.local.json"), "PreToolUse")
+    assert not (project / ".claude" / "settings.json").exists()  # the team's file: untouched
     assert not user_settings(home).exists()
     both = run_cli("--user", "--project", home=home, cwd=project)
     assert both.returncode == 2 and "exclude each other" in both.stderr

@@ -44,6 +44,7 @@ Call = tuple[str, dict[str, Any]]
 Gate = Callable[[RunView, Prospect, Limits], bool]
 
 READ: Call = ("read", {"path": "a.py"})
+READ_DEFAULTS: Call = ("read", {"path": "a.py", "offset": 0})  # an equivalent form of READ
 GREP: Call = ("grep", {"pattern": "TODO"})
 LS: Call = ("ls", {"path": "src"})
 POLL: Call = ("process", {"action": "poll", "sessionId": "s1"})
@@ -82,7 +83,7 @@ def _pattern(rng: random.Random) -> list[Call]:
     kind = rng.randrange(10)
     n = rng.randint(3, 14)
     if kind == 0:
-        return [READ] * n
+        return [READ if rng.random() < 0.6 else READ_DEFAULTS for _ in range(n)]
     if kind == 1:
         return [POLL if rng.random() < 0.8 else SLEEP for _ in range(n)]
     if kind == 2:
@@ -214,6 +215,12 @@ def _strict_repeat(view: RunView, call: Prospect, limits: Limits) -> bool:
     return len(view.by_key.get(call.args_hash, ())) > limits.warning
 
 
+def _exact_forms_only(view: RunView, call: Prospect, limits: Limits) -> bool:
+    """NO_PROGRESS's pre-check blind to equivalent argument forms (READ and READ_DEFAULTS)."""
+    return len(view.by_key.get(call.args_hash, ())) >= limits.warning or (
+        call.tool_name == "exec" and len(view.records) >= limits.warning)
+
+
 def _cycle_without_vetoes(view: RunView, call: Prospect, limits: Limits) -> bool:
     """CYCLE's pre-check without its newest-veto case (a retry takes no step)."""
     return bool(view.by_key.get(call.args_hash)) and cycle_possible(
@@ -224,6 +231,7 @@ def _cycle_without_vetoes(view: RunView, call: Prospect, limits: Limits) -> bool
 @pytest.mark.parametrize(("family", "wrong"), [
     *[(d, _never) for d in DETECTORS],
     (NO_PROGRESS, _strict_repeat),
+    (NO_PROGRESS, _exact_forms_only),
     (CYCLE, _cycle_without_vetoes),
 ], ids=lambda v: getattr(v, "name", None) or getattr(v, "__name__", ""))
 def test_a_wrong_may_fire_is_caught(family: Detector[Any], wrong: Gate) -> None:
@@ -262,12 +270,12 @@ def test_every_rule_is_gated_and_scored_through_its_detector() -> None:
                               ERROR_REPEAT, FAILURE_REPEAT, ARGUMENT_CHURN}
     assert all(isinstance(d, Detector) for d in DETECTORS)
     everything = LoopDetector(LoopDetectionConfig(enabled=True, detectors={"errorRepeat": True}))
-    assert [gate.__self__ for gate in everything._gates] == list(DETECTORS)
+    assert [gate.__self__ for _, gate in everything._gates] == list(DETECTORS)
     off = LoopDetector(LoopDetectionConfig(enabled=True, detectors={
         "pingPong": False, "cycle": False, "argumentChurn": False, "genericRepeat": False,
         "knownPollNoProgress": False}))
     # The global breaker still reads the no-progress streak; unknown tools have no switch.
-    assert [gate.__self__ for gate in off._gates] == [UNKNOWN_TOOL, NO_PROGRESS, ONE_TOOL_CYCLE,
+    assert [gate.__self__ for _, gate in off._gates] == [UNKNOWN_TOOL, NO_PROGRESS, ONE_TOOL_CYCLE,
                                                       FAILURE_REPEAT]
 
 

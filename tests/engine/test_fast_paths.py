@@ -181,7 +181,7 @@ def test_text_results_hash_as_the_general_outcome_path_does(preset: Any) -> None
     for tool in tools:
         for text in texts:
             for args in ({}, {"action": "poll", "sessionId": "s1"}, {"command": "ls"}):
-                observed, _ = detector.observe(detector.prepare(tool, args), text, MISSING)
+                observed, _ = detector.observe(detector.fingerprint(tool, args), args, text, MISSING)
                 assert observed == detector.outcome(tool, args, text), (tool, text, args)
 
 
@@ -216,3 +216,56 @@ def test_prepared_fingerprints_follow_profile_changes_and_stay_bounded() -> None
     # The cached answer is the fresh one.
     fresh = LoopDetector(LoopDetectionConfig(enabled=True), registry)
     assert detector.fingerprint("check_job", {"id": 1}) == fresh.fingerprint("check_job", {"id": 1})
+
+
+@pytest.mark.parametrize("preset", ["openclaw", "early"])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_pre_check_never_says_yes_when_nothing_wakes_its_detector(preset: str,
+                                                                   seed: int) -> None:
+    """The engine asks a detector's ``may_fire`` only when one of its ``wakes`` holds (see
+    ``WAKE_TAIL``); histories with vetoes, pending calls and failures show it would have said no
+    every time it is skipped."""
+    from loopwarden.engine.detectors import DETECTORS
+    from loopwarden.engine.detectors.base import WAKE_ERRORS, WAKE_REPEAT, WAKE_TAIL
+    from loopwarden.engine.history import OUTCOME_VETO
+    from loopwarden.fingerprint import Outcome
+
+    rng = random.Random(seed)
+    config = LoopDetectionConfig(enabled=True, preset=preset, warning_threshold=3,
+                                 critical_threshold=5, global_circuit_breaker_threshold=7,
+                                 unknown_tool_threshold=2, history_size=40,
+                                 detectors={"errorRepeat": True})
+    detector = LoopDetector(config)
+    limits = detector.limits
+    state = SessionState()
+    tool = "read"
+    asked = 0
+    for i in range(500):
+        tool, args = _random_call(rng, tool)
+        call = detector.fingerprint(tool, args)
+        run = rng.choice([None, "r1"])
+        view = state.run_view(run)
+        if view is not None:
+            last = view.records[-1]
+            woken = (WAKE_ERRORS if view.errors else 0) | (
+                WAKE_REPEAT if call.args_hash in view.by_key else 0) | (
+                WAKE_TAIL if last.outcome_kind == OUTCOME_VETO or (last.tool_name == tool and (
+                    last.result_hash is None or last.no_progress or last.outcome_kind is not None
+                    or last.unknown_tool_name is not None
+                    or last.echo_failure_hash is not None)) else 0)
+            for d in DETECTORS:
+                if d.may_fire(view, call, limits):
+                    asked += 1
+                    assert d.wakes & woken, (d.name, woken)
+        roll = rng.random()
+        if roll < 0.1:
+            detector.record(state, detector.prepare(tool, args, run_id=run), call_id=f"c{i}")
+        elif roll < 0.2:
+            detector.record_prospect_outcome(state, call, run,
+                                             Outcome(None, outcome_kind=OUTCOME_VETO), None,
+                                             f"c{i}")
+        else:
+            result, error = _random_outcome(rng, tool)
+            detector.record_outcome(state, tool, args, result=result, error=error,
+                                    call_id=f"c{i}", run_id=run)
+    assert asked > 50  # the histories reach the pre-checks

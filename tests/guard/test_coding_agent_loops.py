@@ -19,7 +19,7 @@ from loopwarden.cli import app
 Step = tuple[str, dict[str, Any], Any, Any]  # tool, args, result, error
 Shape = Callable[[int], Step]
 PRESETS = ("openclaw", "early")
-EXTENSIONS_OFF = {"oneToolCycle": False, "failureRepeat": False}
+EXTENSIONS_OFF = {"oneToolCycle": False, "failureRepeat": False, "equivalentArguments": False}
 
 
 def run(shape: Shape, preset: str, calls: int = 60, **config: Any) -> tuple[int, int | None]:
@@ -130,13 +130,110 @@ def toggled_flags(i: int) -> Step:
             "(Command exited with code 1)", None)
 
 
+def _untrusted_404(url: str, nonce: str, envelope: bool) -> str:
+    """A fetch tool's 404 as JSON text: its error string carries the page inside an
+    untrusted-content wrapper whose id is fresh on every call."""
+    if envelope:
+        page = (f'<<<EXTERNAL_UNTRUSTED_CONTENT id="{nonce}">>>\nSource: Web Fetch\n---\n'
+                f'Page not found\n<<<END_EXTERNAL_UNTRUSTED_CONTENT id="{nonce}">>>')
+    else:
+        page = f'<untrusted-content id="{nonce}">Page not found</untrusted-content>'
+    return json.dumps({"status": "error", "tool": "web_fetch",
+                       "error": f"Request failed: 404 Not Found for {url}\n{page}"}, indent=2)
+
+
+URL_VARIANTS = ["https://docs.example.com/api/v2/widgets", "https://docs.example.com/api/v2/widgets/",
+                "https://docs.example.com/v2/api/widgets", "https://example.com/docs/api/widgets",
+                "https://docs.example.com/api/widgets?version=2"]
+
+
+def fetch_404_fresh_nonce(i: int) -> Step:
+    """URL variants retried, each 404's body carrying a fresh short id in JSON text."""
+    url = URL_VARIANTS[i % len(URL_VARIANTS)]
+    return "web_fetch", {"url": url}, _untrusted_404(url, f"{0xa8f3c1 + 7 * i:x}", False), None
+
+
+def fetch_404_fresh_envelope(i: int) -> Step:
+    """The same with OpenClaw's envelope, its 8-hex-digit id (too short to be its nonce)."""
+    url = URL_VARIANTS[i % len(URL_VARIANTS)]
+    return "web_fetch", {"url": url}, _untrusted_404(url, f"{0x5e1f0a27 + i:08x}", True), None
+
+
+def missing_subcommand_fresh_message_id(i: int) -> Step:
+    """The same CLI call, its error naming a fresh message id the call never passed."""
+    return ("exec", {"command": "acme messages get"},
+            f"error: unrecognized subcommand 'get' (message id: m{7301 + 13 * i})\n\n"
+            "(Command exited with code 2)", None)
+
+
+def shell_dir_toggled_workdir(i: int) -> Step:
+    """`dir` with the working folder toggled, failing the same way each time."""
+    args: dict[str, Any] = {"command": "dir"}
+    if i % 2:
+        args["workdir"] = "C:\\Users\\dev\\project"
+    return ("exec", args, "dir: cannot access 'build': No such file or directory\n\n"
+            "(Command exited with code 2)", None)
+
+
+def codex_shell_output(i: int) -> Step:
+    """A failure that reaches the guard only as the text it printed (Codex gives hooks no
+    exit code)."""
+    return ("Bash", {"command": f"ls /nonexistent/item-{i}"},
+            f"ls: cannot access '/nonexistent/item-{i}': No such file or directory\n", None)
+
+
+FRESH_FAILURES = [missing_folder, missing_subcommand, toggled_flags, fetch_404_fresh_nonce,
+                  fetch_404_fresh_envelope, missing_subcommand_fresh_message_id,
+                  shell_dir_toggled_workdir, codex_shell_output]
+
+
 @pytest.mark.parametrize(("preset", "budget"), [("openclaw", 25), ("early", 15)])
-@pytest.mark.parametrize("shape", [missing_folder, missing_subcommand, toggled_flags],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("shape", FRESH_FAILURES, ids=lambda f: f.__name__)
 def test_the_same_failure_with_a_fresh_argument_is_stopped(preset: str, budget: int,
                                                            shape: Shape) -> None:
     executed, blocked = run(shape, preset)
     assert blocked is not None and executed <= budget
+
+
+def first_warning(shape: Shape, preset: str, calls: int = 40) -> int | None:
+    """The call whose verdict first warned (1-based), for a model that heeds nothing."""
+    guard = LoopGuard(LoopDetectionConfig(enabled=True, preset=preset))
+    for i in range(calls):
+        tool, args, result, error = shape(i)
+        verdict = guard.before_tool_call(tool, args, session="s", call_id=f"c{i}")
+        if verdict.action != "allow" or verdict.message:
+            return i + 1
+        guard.after_tool_call(tool, args, session="s", result=result, error=error,
+                              call_id=f"c{i}")
+    return None
+
+
+@pytest.mark.parametrize(("shape", "due"), [(toggled_flags, 10), (shell_dir_toggled_workdir, 22),
+                                            (missing_subcommand_fresh_message_id, 10),
+                                            (fetch_404_fresh_nonce, 10)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_early_warns_in_time_for_the_failure_shapes(shape: Shape, due: int) -> None:
+    """The described transcripts' due calls (the 10th looping call, or the loop's last)."""
+    warned = first_warning(shape, "early")
+    assert warned is not None and warned <= due
+
+
+def _fixed(shape: Shape, fixed_at: int, ok: str) -> Shape:
+    """``shape`` until the model fixes the cause, then a different, successful call."""
+    def step(i: int) -> Step:
+        if i < fixed_at:
+            return shape(i)
+        tool, args, _, _ = shape(i)
+        return tool, {**args, "attempt": i}, f"{ok} {i}", None
+    return step
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("shape", FRESH_FAILURES, ids=lambda f: f.__name__)
+def test_a_failure_fixed_within_a_few_tries_is_never_blocked(preset: str, shape: Shape) -> None:
+    """The progress twin of every failure shape: five failures, then the cause is fixed and
+    the work goes on (each later call different, each result new)."""
+    assert run(_fixed(shape, 5, "done"), preset)[1] is None
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -165,6 +262,67 @@ def test_failures_between_successes_are_progress(preset: str) -> None:
 
 def test_with_the_extension_off_a_fresh_argument_failure_runs_as_before() -> None:
     assert run(missing_folder, "openclaw", detectors=EXTENSIONS_OFF) == (60, None)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_different_pages_fetched_one_after_another_are_not_one_failure(preset: str) -> None:
+    """A 404 with a fresh id, then a 403, a 500 and a 404 again: different failures."""
+    statuses = ["404 Not Found", "403 Forbidden", "500 Internal Server Error", "410 Gone"]
+    def crawling(i: int) -> Step:
+        url = f"https://docs.example.com/page-{i}"
+        body = json.dumps({"status": "error", "error": f"Request failed: {statuses[i % 4]} "
+                           f'<untrusted-content id="{i:06x}">page</untrusted-content>'})
+        return "web_fetch", {"url": url}, body, None
+    assert run(crawling, preset)[1] is None
+
+
+# -- equivalent argument forms -----------------------------------------------------------------
+
+CARD = "Model: default (sonnet)\nContext: 12k/200k tokens\nQueue: idle"
+
+
+def status_forms(order: Callable[[int], bool], card: Callable[[int], str] = lambda i: CARD,
+                 extra: dict[str, Any] | None = None) -> Shape:
+    """A status tool called with ``{}`` or an equivalent form, ``order`` choosing which."""
+    other = {"model": "default"} if extra is None else extra
+    def step(i: int) -> Step:
+        return "session_status", ({} if order(i) else dict(other)), {
+            "content": [{"type": "text", "text": card(i)}], "details": {"card": card(i)}}, None
+    return step
+
+
+FORMS = {
+    "alternating": lambda i: i % 2 == 0,
+    "in pairs": lambda i: (i // 2) % 2 == 0,
+    "irregular": lambda i: (i * 7919) % 5 < 2,
+}
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("form", list(FORMS))
+def test_equivalent_argument_forms_with_one_result_are_one_repeated_call(preset: str,
+                                                                         form: str) -> None:
+    executed, blocked = run(status_forms(FORMS[form]), preset)
+    assert blocked is not None and executed <= 20
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("form", list(FORMS))
+def test_equivalent_forms_whose_result_changes_are_progress(preset: str, form: str) -> None:
+    assert run(status_forms(FORMS[form], lambda i: f"Queue: {i} jobs done"), preset)[1] is None
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_key_that_is_no_default_keeps_its_call_apart(preset: str) -> None:
+    """``{}`` and ``{"model": "opus"}`` are two calls, even with one result: as before."""
+    shape = status_forms(FORMS["in pairs"], extra={"model": "opus"})
+    off = {**EXTENSIONS_OFF}
+    assert run(shape, preset) == run(shape, preset, detectors=off)
+
+
+def test_with_the_extension_off_equivalent_forms_run_as_before() -> None:
+    shape = status_forms(FORMS["in pairs"])
+    assert run(shape, "openclaw", detectors=EXTENSIONS_OFF) == (60, None)
 
 
 # -- progress with units ---------------------------------------------------------------------

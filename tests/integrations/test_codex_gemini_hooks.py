@@ -229,7 +229,9 @@ def test_claude_codex_and_gemini_hooks_share_one_history_per_session(tmp_path: P
 
 
 def install(host: str, *args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HOME": str(home), "LOOPWARDEN_HOOK_SERVER": "0"}
+    # A --project install writes the bare `loopwarden`, found on PATH: this install's scripts.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "HOME": str(home), "LOOPWARDEN_HOOK_SERVER": "0", "PATH": path}
     env.pop("CODEX_HOME", None)
     return subprocess.run([sys.executable, "-m", "loopwarden", "install", host, *args],
                           capture_output=True, text=True, timeout=120, cwd=cwd, env=env,

@@ -418,7 +418,8 @@ def test_a_long_loop_is_binned_so_markers_stay_legible(tmp_path: Path) -> None:
     assert view.bin == math.ceil(897 / MAX_POINTS)
     figure = timeline_figure(scan)
     axes = figure.axes[0]
-    points = sum(len(c.get_offsets()) for c in axes.collections)
+    points = (sum(len(c.get_offsets()) for c in axes.collections)
+              + sum(len(line.get_xdata()) for line in axes.lines))
     # Dots per bin and tool, the later-blocks ticks and two marked findings: a few hundred,
     # not the 870 overlapping block markers of one dot per finding.
     assert points <= 4 * MAX_POINTS

@@ -68,8 +68,11 @@ ANSWER_TIMEOUT_SECONDS = 5.0
 # replaced it sooner): one timeout per stall, not one per hook.
 STALL_BACKOFF_SECONDS = 60.0
 _MAX_SOCKET_PATH = 100
-# What decides which database, config and presets a hook uses, besides its arguments.
-_ENV_KEYS = ("HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME")
+# What decides which database, config and presets a hook uses, besides its arguments; and
+# whether Claude Code has a user to ask (exit_behavior="ask"): the server answers with its own
+# environment, so an interactive session's server must not answer `claude -p`'s hooks.
+_ENV_KEYS = ("HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME",
+             "CLAUDE_CODE_SESSION_ATTENDED", "CLAUDE_CODE_ENTRYPOINT")
 _ENV_PREFIX = "LOOPWARDEN_"
 # The exchange's one-byte messages (see the module docstring).
 CLAIM, REFUSE, GO = b"?", b"x", b"!"

@@ -1,6 +1,6 @@
 """``loopwarden install claude-code --check``: which of the hook's behaviours the installed
-Claude Code supports, read from ``claude --version``, whether loopwarden's hooks are in its
-settings, and for http hooks whether their resident server answers.
+Claude Code supports, read from ``claude --version``, and whether loopwarden's hooks are in its
+settings.
 
 The behaviours were observed in the real binaries (the host tests in
 ``tests/integrations/hosts/`` drive 2.1.197 and the current release): a release is judged by the
@@ -11,12 +11,16 @@ reported as unsupported: they were never tested, and some lack the events the ho
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,7 +39,13 @@ MINIMUM_VERSION: Version = (2, 1, 197)
 # not; releases in between were not tried, and PostToolBatch ends their runs either way).
 _ENDS_ON_THE_DENIED_CALL: Version = (2, 1, 332)
 _VERSION_TIMEOUT_SECONDS = 30.0
-_PROBE_TIMEOUT_SECONDS = 3.0
+_HTTP_PROBE_TIMEOUT_SECONDS = 3.0
+# What a probe run sends: an event the hook does not handle, answered at once without reading a
+# config or touching the database.
+_PROBE = json.dumps({"hook_event_name": "SessionStart", "session_id": "loopwarden-install"})
+_PROBE_TIMEOUT_SECONDS = 60.0
+# The shell's own exit codes for a command it could not start.
+_SHELL_EXITS = {126: "is not executable", 127: "was not found"}
 
 
 @dataclass(frozen=True)
@@ -78,40 +88,28 @@ def behaviours(version: Version) -> list[Behaviour]:
     ]
 
 
-def _loopwarden_entries(settings_path: Path) -> dict[str, list[dict[str, Any]]]:
-    """Per hook event of ``settings_path``, loopwarden's entries: commands running ``loopwarden
-    claude-hook`` and http entries posting to its resident server."""
-    try:
-        settings = json.loads(settings_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    hooks = settings.get("hooks") if isinstance(settings, dict) else None
-    if not isinstance(hooks, dict):
-        return {}
-    found: dict[str, list[dict[str, Any]]] = {}
-    for event, groups in hooks.items():
-        entries = [entry for group in groups if isinstance(group, dict)
-                   for entry in group.get("hooks") or [] if isinstance(entry, dict)] \
-            if isinstance(groups, list) else []
-        ours = [entry for entry in entries if is_loopwarden_command(entry.get("command"))
-                or http_port_of(entry) is not None]
-        if ours:
-            found[event] = ours
-    return found
-
-
 def installed_events(settings_path: Path) -> list[str]:
     """The hook events whose entries in ``settings_path`` run ``loopwarden claude-hook``, as a
-    command or as an http hook answered by its resident server."""
-    return [event for event in _loopwarden_entries(settings_path) if event != "SessionStart"]
+    command or as an http hook answered by its resident server (SessionStart, which starts
+    that server, aside)."""
+    found = []
+    for event, entry in _hook_entries(settings_path):
+        ours = is_loopwarden_command(entry.get("command")) or http_port_of(entry) is not None
+        if ours and event != "SessionStart" and event not in found:
+            found.append(event)
+    return found
 
 
 def http_ports(settings_path: Path) -> list[int]:
     """The ports of the resident servers that loopwarden's http hooks in ``settings_path``
     post to (``install claude-code --http PORT``)."""
-    ports = {port for entries in _loopwarden_entries(settings_path).values()
-             for port in map(http_port_of, entries) if port is not None}
-    return sorted(ports)
+    ports = {http_port_of(entry) for _, entry in _hook_entries(settings_path)}
+    return sorted(port for port in ports if port is not None)
+
+
+def _starts_http_server(settings_path: Path) -> bool:
+    return any(event == "SessionStart" and is_loopwarden_command(entry.get("command"))
+               for event, entry in _hook_entries(settings_path))
 
 
 def http_server_state(port: int) -> tuple[bool, str]:
@@ -119,7 +117,8 @@ def http_server_state(port: int) -> tuple[bool, str]:
     which the server refuses without running anything. Nothing listening is fine: the
     SessionStart hook starts the server when a session starts."""
     try:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=_PROBE_TIMEOUT_SECONDS)
+        connection = http.client.HTTPConnection("127.0.0.1", port,
+                                                timeout=_HTTP_PROBE_TIMEOUT_SECONDS)
         try:
             connection.request("GET", urlsplit(http_url(port)).path)
             response = connection.getresponse()
@@ -142,17 +141,151 @@ def http_server_state(port: int) -> tuple[bool, str]:
     return True, "answering (loopwarden's resident server, this user's)"
 
 
-def check_report(claude: str | None, settings_paths: list[Path]) -> tuple[int, str]:
+def installed_commands(settings_path: Path) -> list[str]:
+    """The distinct hook commands in ``settings_path`` that answer ``claude-hook`` events (not
+    the one that starts the http server)."""
+    found = []
+    for _, command in _hook_commands(settings_path):
+        if isinstance(command, str) and is_loopwarden_command(command) \
+                and "--http-start" not in command and command not in found:
+            found.append(command)
+    return found
+
+
+def _hook_commands(settings_path: Path) -> Iterator[tuple[str, object]]:
+    for event, entry in _hook_entries(settings_path):
+        yield event, entry.get("command")
+
+
+def _hook_entries(settings_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    try:
+        settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    if not isinstance(hooks, dict):
+        return
+    for event, groups in hooks.items():
+        for group in groups if isinstance(groups, list) else []:
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict):
+                    yield event, entry
+
+
+def probe(command: str) -> str | None:
+    """Run a hook command once as the host runs it (through the shell) with an event it
+    ignores: None when it exits 0, else what went wrong (``"was not found"`` in it for a
+    program the shell could not find)."""
+    try:
+        # (No resident server left behind: it would be keyed to this folder, not the host's.)
+        proc = subprocess.run(command, shell=True, input=_PROBE, capture_output=True, text=True,
+                              env={**os.environ, "LOOPWARDEN_HOOK_SERVER": "0"},
+                              timeout=_PROBE_TIMEOUT_SECONDS, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"did not run ({exc})"
+    if proc.returncode == 0:
+        return None
+    detail = " ".join(proc.stderr.split())[:300] or "no message"
+    shell_says = _SHELL_EXITS.get(proc.returncode)
+    if shell_says is not None:
+        return f"does not run: its program {shell_says} (exit {proc.returncode}: {detail})"
+    return f"failed (exit {proc.returncode}: {detail})"
+
+
+def machine_specific(command: str) -> bool:
+    """Whether a hook command names a path of this machine (an absolute or relative program
+    path, an absolute --config / --db): it cannot work for a teammate."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return True
+    program = argv[0] if argv else ""
+    return any(sep in program for sep in ("/", "\\")) or any(
+        token.startswith("/") or PureWindowsPath(token).is_absolute() for token in argv[1:])
+
+
+def commands_report(settings_paths: list[Path], shared: Collection[Path]) -> tuple[bool, list[str]]:
+    """(all fine, lines): every loopwarden hook command in ``settings_paths`` run once as the
+    host runs it, a machine-specific one in a ``shared`` (team) file flagged, and what the
+    config each one uses leaves unset."""
+    ok, lines = True, []
+    for path in settings_paths:
+        for command in installed_commands(path):
+            problem = probe(command)
+            if problem is not None:
+                ok = False
+                lines.append(f"error: the hook command in {path} {problem}: {command}")
+            else:
+                lines.append(f"hook command runs: {command}")
+            if path in shared and machine_specific(command):
+                ok = False
+                lines.append(f"error: {path} is shared with the project's team, and this "
+                             "command names a path of this machine (for a teammate it does "
+                             "not run, and the guard is off): run `loopwarden install "
+                             "claude-code --project` to move it into settings.local.json")
+            lines += _config_notes(command)
+    return ok, lines
+
+
+def _config_notes(command: str) -> list[str]:
+    """What the --config of a hook command leaves to defaults that a reader may not expect."""
+    from ..config import ConfigError, load_config
+
+    argv = shlex.split(command)
+    options = dict(itertools.pairwise(argv))
+    for token in argv:
+        flag, has_value, value = token.partition("=")
+        if flag.startswith("--") and has_value:
+            options[flag] = value
+    config = options.get("--config")
+    if config is None:
+        return ["config: none (the defaults, rolling detectors on)"]
+    try:
+        enabled = load_config(config, options.get("--agent")).enabled
+    except ConfigError as exc:
+        return [f"error: the hook's config does not load: {exc}"]
+    if enabled is None:
+        return [f"config: {config}: enabled is unset: the hook turns the rolling detectors "
+                "on, LoopGuard(load_config(...)) in Python leaves them off. Set "
+                "tools.loopDetection.enabled = true to detect loops everywhere"]
+    return [f"config: {config}: enabled is {str(enabled).lower()}"
+            + ("" if enabled else ": the rolling detectors are OFF")]
+
+
+def check_report(claude: str | None, settings_paths: list[Path],
+                 shared: Collection[Path] = ()) -> tuple[int, str]:
     """(exit code, report) for the ``claude`` executable (None: the one on PATH): 0 when the
-    release is supported and the hooks are installed for every event (and, for http hooks,
-    their port is not taken by something else), 1 otherwise."""
-    ok, lines = _release_report(claude)
+    release is supported, the hooks are installed for every event and their commands run
+    (none with a path of this machine in a ``shared`` file), 1 otherwise."""
+    lines: list[str] = []
+    executable = claude or shutil.which("claude")
+    ok = True
+    if executable is None:
+        lines.append("claude: not found on PATH (pass --claude PATH)")
+        ok = False
+    else:
+        version = _version_of(executable)
+        if version is None:
+            lines.append(f"claude: {executable}: `claude --version` gave no version")
+            ok = False
+        else:
+            shown = ".".join(map(str, version))
+            minimum = ".".join(map(str, MINIMUM_VERSION))
+            supported = version >= MINIMUM_VERSION
+            ok = ok and supported
+            lines.append(f"Claude Code {shown} ({executable}): "
+                         + ("supported" if supported else f"older than the minimum {minimum}, "
+                            "unsupported: upgrade Claude Code"))
+            for behaviour in behaviours(version):
+                mark = "yes" if behaviour.supported else "no "
+                lines.append(f"  [{mark}] {behaviour.name}: {behaviour.detail}")
     complete = False
     for path in settings_paths:
         events = installed_events(path)
         missing = [event for event in HOOK_EVENTS if event not in events]
         ports = http_ports(path)
-        if ports and "SessionStart" not in _loopwarden_entries(path):
+        if ports and not _starts_http_server(path):
             missing.append("SessionStart (starts the http server)")
         complete = complete or not missing
         state = "all events" if not missing else (
@@ -165,27 +298,8 @@ def check_report(claude: str | None, settings_paths: list[Path]) -> tuple[int, s
     if not complete:
         ok = False
         lines.append("run `loopwarden install claude-code` to install the hooks")
-    return (0 if ok else 1), "\n".join(lines)
-
-
-def _release_report(claude: str | None) -> tuple[bool, list[str]]:
-    """(whether the release is supported, the report's lines on it and its behaviours)."""
-    executable = claude or shutil.which("claude")
-    if executable is None:
-        return False, ["claude: not found on PATH (pass --claude PATH)"]
-    version = _version_of(executable)
-    if version is None:
-        return False, [f"claude: {executable}: `claude --version` gave no version"]
-    shown = ".".join(map(str, version))
-    minimum = ".".join(map(str, MINIMUM_VERSION))
-    supported = version >= MINIMUM_VERSION
-    lines = [f"Claude Code {shown} ({executable}): "
-             + ("supported" if supported else f"older than the minimum {minimum}, "
-                "unsupported: upgrade Claude Code")]
-    for behaviour in behaviours(version):
-        mark = "yes" if behaviour.supported else "no "
-        lines.append(f"  [{mark}] {behaviour.name}: {behaviour.detail}")
-    return supported, lines
+    commands_ok, command_lines = commands_report(settings_paths, shared)
+    return (0 if ok and commands_ok else 1), "\n".join(lines + command_lines)
 
 
 def _version_of(executable: str) -> Version | None:

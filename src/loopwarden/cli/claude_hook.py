@@ -76,11 +76,13 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, tuple[Any, ...] | None
                 "Agent id whose per-agent loopDetection override applies."),
     "--preset": ("preset", str, None, ("openclaw", "early"),
                  "Detection preset (openclaw, early), on top of --config if given."),
-    "--exit-behavior": ("exit_behavior", str, "end", ("end", "error", "continue"),
+    "--exit-behavior": ("exit_behavior", str, "end", ("end", "error", "continue", "ask"),
                         "At the terminal stop (a second critical loop in one prompt's run): "
                         "end or error stop Claude (continue: false, the stop message as "
                         "stopReason; a command hook has no other way to end the run), "
-                        "continue only denies the call [default: end]."),
+                        "continue only denies the call, ask puts the call before the user in "
+                        "Claude Code's permission prompt (a session without a user, Codex and "
+                        "Gemini CLI: end) [default: end]."),
     # Which host's hook dialect: `loopwarden codex-hook` and `gemini-hook` are this command
     # with --host, so all three share the store, the config cache and the resident server.
     "--host": ("host", str, "claude-code", ("claude-code", "codex", "gemini-cli"),
@@ -264,9 +266,14 @@ def _answer(db: Path | None, config: Path | None, agent: str | None,
     door = {"codex": codex_hook, "gemini-cli": gemini_cli_hook}.get(host, claude_code_hook)
     payload = _read_payload()
     event = payload.get("hook_event_name")
-    if door is claude_code_hook and event == claude_code_hook.BATCH_EVENT:
-        # The payload alone decides: no config, no database.
+    if (door is claude_code_hook and event == claude_code_hook.BATCH_EVENT
+            and exit_behavior != "ask"):
+        # The payload alone decides: no config, no database. (Under "ask" the batch settles
+        # the questions asked about its calls, which the database holds.)
         output = _batch_stop(payload, exit_behavior)
+    elif door is claude_code_hook and event == claude_code_hook.BATCH_EVENT:
+        output = _handle(payload, db or default_db_path(), config, agent, exit_behavior, host,
+                         preset)
     elif event not in door.HANDLED_EVENTS:
         # Registered for an event loopwarden does not act on: answer at once, touch nothing.
         return
@@ -323,14 +330,15 @@ def _door(host: str, guard: LoopGuard, agent: str | None, exit_behavior: ExitBeh
     if host == "codex":
         from ..integrations.codex_hook import CodexHook
 
-        return CodexHook(guard, agent_id=agent)  # Codex cannot end a run: no exit behaviour
+        return CodexHook(guard, agent_id=agent, exit_behavior=exit_behavior)
     if host == "gemini-cli":
         from ..integrations.gemini_cli_hook import GeminiCliHook
 
         return GeminiCliHook(guard, agent_id=agent, exit_behavior=exit_behavior)
-    from ..integrations.claude_code_hook import ClaudeCodeHook
+    from ..integrations.claude_code_hook import ClaudeCodeHook, attended
 
-    return ClaudeCodeHook(guard, agent_id=agent, exit_behavior=exit_behavior)
+    return ClaudeCodeHook(guard, agent_id=agent, exit_behavior=exit_behavior,
+                          can_ask=exit_behavior == "ask" and attended(os.environ))
 
 
 @contextmanager

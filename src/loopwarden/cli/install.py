@@ -1,10 +1,22 @@
-"""``loopwarden install claude-code``: register ``claude-hook`` in Claude Code's settings.json.
+"""``loopwarden install claude-code`` (and ``codex``, ``gemini-cli``): register the hook in the
+host's settings.
 
-The command written is the absolute path of the running ``loopwarden`` (or ``python -m
-loopwarden`` with this interpreter's absolute path), never the bare name: a hook command that
-is not on the PATH Claude Code runs it with exits 127, which Claude Code treats as a
-non-blocking error, so the guard would be silently off. Before the file is touched the command
-is run once with a payload it ignores, so an install that cannot work fails here, not later.
+Where the hook command goes, and what it is:
+
+- ``--user`` (the default): the user's own settings file, with the absolute path of the running
+  ``loopwarden`` (or ``python -m loopwarden`` with this interpreter's absolute path), never the
+  bare name: a hook command that is not on the PATH the host runs it with exits 127, which the
+  hosts treat as a non-blocking error, so the guard would be silently off.
+- ``claude-code --project``: ``.claude/settings.local.json``, Claude Code's settings of this
+  project for this developer only (kept out of git), with the same absolute command. Nothing
+  machine-specific goes into the team-shared ``.claude/settings.json``; loopwarden entries an
+  older install left there are removed. Each teammate runs the install once.
+- ``codex --project`` / ``gemini-cli --project``: these hosts have no per-developer project
+  file, so the shared file gets a command every teammate can run: the bare ``loopwarden``,
+  found on each one's PATH, and no path of this machine (``--config`` / ``--db`` are refused).
+
+Before a file is touched the command is run once with a payload it ignores, so an install that
+cannot work fails here, not later.
 
 Exit codes: 0 done (or nothing to do), 2 usage or input errors (a settings.json that is not a
 JSON object, a config that does not validate, a hook command that does not run).
@@ -12,17 +24,12 @@ JSON object, a config that does not validate, a hook command that does not run).
 
 from __future__ import annotations
 
-import difflib
 import functools
-import json
-import math
 import os
 import shutil
-import stat
 import subprocess
 import sys
-import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -34,17 +41,12 @@ from ..integrations.claude_code_settings import (
     install,
     uninstall,
 )
+from ._settings_file import apply_change, read_settings
 
 install_app = typer.Typer(
     name="install", no_args_is_help=True, add_completion=False,
     help="Register loopwarden with an agent runtime.",
 )
-
-# What the check run sends: an event the hook does not handle, answered at once without
-# reading a config or touching the database.
-_PROBE = json.dumps({"hook_event_name": "SessionStart", "session_id": "loopwarden-install"})
-_PROBE_TIMEOUT_SECONDS = 60.0
-
 
 def register(app: typer.Typer) -> None:
     """Add the ``install`` command group to the ``loopwarden`` app."""
@@ -57,7 +59,9 @@ def claude_code(
         "--user", help="~/.claude/settings.json: every project of this user (the default).",
     )] = False,
     project: Annotated[bool, typer.Option(
-        "--project", help="./.claude/settings.json: this project (shared with its repository).",
+        "--project", help="./.claude/settings.local.json: this project, for you only (Claude "
+        "Code's git-ignored file; each teammate installs once). Nothing goes into the shared "
+        "./.claude/settings.json.",
     )] = False,
     config: Annotated[Path | None, typer.Option(
         "--config", help="OpenClaw config file for the hook (validated now, stored absolute).",
@@ -74,7 +78,8 @@ def claude_code(
     )] = None,
     exit_behavior: Annotated[str | None, typer.Option(
         "--exit-behavior", metavar="WHAT",
-        help="At the terminal stop: end (the default), error or continue.",
+        help="At the terminal stop: end (the default), error, continue or ask (Claude Code: the "
+             "user decides in its permission prompt).",
     )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
@@ -110,13 +115,16 @@ def claude_code(
     if check:
         from .claude_check import check_report
 
-        paths = [_settings_path(project=project)] if user or project else [
-            _settings_path(project=False), _settings_path(project=True)]
-        code, report = check_report(claude, paths)
+        project_files = [_settings_path(project=True), _settings_path(project=True, shared=True)]
+        paths = list(dict.fromkeys(  # (one file once, when run in HOME itself)
+            [_settings_path(project=False)] * (not project) + project_files * (not user)))
+        # (In HOME itself the project's settings.json is the user's own file, no team's.)
+        shared = [path for path in project_files[1:]
+                  if not user and path != _settings_path(project=False)]
+        code, report = check_report(claude, paths, shared=shared)
         typer.echo(report)
         raise typer.Exit(code)
     path = _settings_path(project=project)
-    old_text, settings = _read_settings(path)
     command = start = None
     if not remove:
         # One set of options for the hook command and, with --http, the command that starts
@@ -128,34 +136,47 @@ def claude_code(
             db=None if db is None else str(db.expanduser().absolute()),
             agent=agent,
             preset=_one_of("--preset", preset, ("openclaw", "early")),
-            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue")),
+            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue", "ask")),
         )
         command = command_with()
         _check_runs(command)
         if http is not None:
             start = command_with(http_start=http)
+    done = "removed loopwarden's hooks from" if remove else "installed the Claude Code hooks in"
+    written = _edit(path, lambda settings: uninstall(settings) if command is None else install(
+        settings, command, http_port=http, start_command=start), dry_run=dry_run, done=done,
+        unchanged=_UNCHANGED[remove])
+    if project:
+        # An older loopwarden wrote this machine's path into the shared file; with the entries
+        # in settings.local.json too, every tool call would also be counted twice.
+        _edit(_settings_path(project=True, shared=True), uninstall, dry_run=dry_run,
+              done="removed loopwarden's hooks from the team-shared")
+    if written and command is not None:
+        typer.echo(f"command: {command}")
+        if project:
+            typer.echo(_keep_out_of_git(path))
+
+
+_UNCHANGED = {False: "the hooks are already installed", True: "no loopwarden hooks"}
+
+
+def _edit(path: Path, change: Callable[[dict[str, Any]], dict[str, Any]], *, dry_run: bool,
+          done: str, unchanged: str | None = None) -> bool:
+    """Apply ``change`` to the settings file at ``path`` and say what happened (``unchanged``:
+    what to say when nothing changed, None for nothing); returns whether it was written."""
+    old_text, settings = read_settings(path)
     try:
-        new_settings = uninstall(settings) if command is None else install(
-            settings, command, http_port=http, start_command=start)
+        new_settings = change(settings)
     except SettingsError as exc:
         _error(f"{path}: {exc}; fix or move the file, then run this again")
     if new_settings == settings:
-        what = "no loopwarden hooks" if remove else "the hooks are already installed"
-        typer.echo(f"{path}: {what}; nothing to change")
-        return
-    # allow_nan=False: whatever got in, what is written is JSON (reading already refuses).
-    new_text = json.dumps(new_settings, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    if dry_run:
-        diff = difflib.unified_diff(
-            (old_text or "").splitlines(keepends=True), new_text.splitlines(keepends=True),
-            fromfile=str(path) if old_text is not None else "/dev/null", tofile=str(path))
-        typer.echo("".join(diff), nl=False)
-        return
-    backup = _write_settings(path, new_text, had_file=old_text is not None)
-    done = "removed loopwarden's hooks from" if remove else "installed the Claude Code hooks in"
-    typer.echo(f"{done} {path}" + (f" (backup: {backup})" if backup else ""))
-    if command is not None:
-        typer.echo(f"command: {command}")
+        if unchanged is not None:
+            typer.echo(f"{path}: {unchanged}; nothing to change")
+        return False
+    written, backup = apply_change(path, old_text, settings, new_settings, dry_run=dry_run)
+    if written:
+        typer.echo(f"{done} {path}" + (f" (backup: {backup})" if backup else ""))
+    return written
 
 
 def hook_executable() -> list[str]:
@@ -170,66 +191,45 @@ def hook_executable() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-m", "loopwarden"]
 
 
-def _settings_path(*, project: bool) -> Path:
+def _settings_path(*, project: bool, shared: bool = False) -> Path:
+    """Claude Code's settings file: the user's, or this project's for this developer
+    (``settings.local.json``) or for the team (``shared``: ``settings.json``)."""
     if project:
-        return Path.cwd() / ".claude" / "settings.json"
+        return Path.cwd() / ".claude" / ("settings.json" if shared else "settings.local.json")
     return Path.home() / ".claude" / "settings.json"
 
 
-def _read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
-    """(the file's text, its object); (None, {}) when there is no file yet. Only a regular
-    file is read (a named pipe would block, a device never end), and only JSON that can be
-    written back as JSON (no NaN, Infinity, or numbers too large for a float)."""
+def _keep_out_of_git(path: Path) -> str:
+    """Make sure git ignores ``path`` (a file of this machine's paths): when it is in a git
+    work tree and not ignored yet, it goes into that clone's own ``info/exclude`` (never into
+    the shared .gitignore). Returns what to tell the user."""
+    mine = "(this machine's command, for you only: each teammate runs the same install)"
+    git = shutil.which("git")
+    if git is None:
+        return f"{mine}; keep {path.name} out of version control"
+
+    def ask(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([git, "-C", str(path.parent), *args], capture_output=True,
+                              text=True, check=False, stdin=subprocess.DEVNULL)
+
+    ignored = ask("check-ignore", "-q", path.name).returncode
+    if ignored != 1:  # 0: ignored already; 128: not in a git work tree
+        return mine
+    if ask("ls-files", "--error-unmatch", path.name).returncode == 0:
+        return f"{mine}; warning: git tracks {path}: `git rm --cached` it, it is yours only"
+    top, exclude = ask("rev-parse", "--show-toplevel").stdout.strip(), \
+        ask("rev-parse", "--git-path", "info/exclude").stdout.strip()
+    if not top or not exclude:
+        return f"{mine}; keep {path.name} out of version control"
+    exclude_path = Path(path.parent, exclude).resolve()
+    line = "/" + path.resolve().relative_to(Path(top).resolve()).as_posix()
     try:
-        text = _read_regular_file(path)
-    except FileNotFoundError:
-        return None, {}
-    except (OSError, UnicodeDecodeError) as exc:
-        _error(f"cannot read {path}: {exc}")
-    try:
-        settings = json.loads(text, parse_constant=_non_finite, parse_float=_finite_float)
-    except ValueError as exc:
-        _error(f"{path} is not valid JSON ({exc}); fix or move it, then run this again")
-    if not isinstance(settings, dict):
-        _error(f"{path} is not a JSON object; fix or move it, then run this again")
-    return text, settings
-
-
-def _read_regular_file(path: Path) -> str:
-    # Checked before opening (a socket cannot be opened, a directory not read), and again on
-    # the descriptor, opened without blocking (a FIFO's open waits for a writer): the check
-    # and the read are about the same file.
-    _refuse_non_regular(path, os.stat(path).st_mode)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    try:
-        _refuse_non_regular(path, os.fstat(fd).st_mode)
-    except BaseException:
-        os.close(fd)
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read().decode("utf-8")
-
-
-def _refuse_non_regular(path: Path, mode: int) -> None:
-    if stat.S_ISREG(mode):
-        return
-    kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "not a file")
-    _error(f"{path} is not a regular file ({kind}); loopwarden edits only a settings.json "
-           "that is a file (or a symlink to one)")
-
-
-def _non_finite(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON, and could not be written back as JSON")
-
-
-def _finite_float(literal: str) -> float:
-    value = float(literal)
-    if math.isinf(value):
-        raise ValueError(f"{literal[:40]} is too large for a float; written back it would be "
-                         "Infinity, which is not JSON")
-    return value
+        exclude_path.parent.mkdir(parents=True, exist_ok=True)
+        with exclude_path.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+    except OSError as exc:
+        return f"{mine}; could not add it to {exclude_path} ({exc}): keep it out of git"
+    return f"{mine}; git now ignores it in this clone ({line} in {exclude_path})"
 
 
 def _checked_config(config: Path, agent: str | None) -> Path:
@@ -245,62 +245,20 @@ def _checked_config(config: Path, agent: str | None) -> Path:
     return absolute
 
 
-def _check_runs(command: str) -> None:
-    """Run the hook command once as Claude Code would (through the shell) with an event it
-    ignores; refuse to install a command that fails."""
-    try:
-        # (No resident server left behind: it would be keyed to this folder, not the host's.)
-        proc = subprocess.run(command, shell=True, input=_PROBE, capture_output=True, text=True,
-                              env={**os.environ, "LOOPWARDEN_HOOK_SERVER": "0"},
-                              timeout=_PROBE_TIMEOUT_SECONDS, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _error(f"the hook command did not run ({exc}): {command}")
-    if proc.returncode != 0:
-        detail = " ".join(proc.stderr.split())[:300] or "no message"
-        _error(f"the hook command failed (exit {proc.returncode}: {detail}): {command}")
+def _check_runs(command: str, *, on_path: bool = False) -> None:
+    """Run the hook command once as the host would (through the shell) with an event it
+    ignores; refuse to install a command that fails. ``on_path``: the command is the bare
+    ``loopwarden``, which must be on this PATH too."""
+    from .claude_check import probe
 
-
-def _write_settings(path: Path, text: str, *, had_file: bool) -> Path | None:
-    """Replace the file atomically (a temp file beside it, then rename), after copying the old
-    one to a timestamped backup; returns the backup's path. A symlinked settings.json (a
-    dotfiles checkout) has its target replaced, so the link stays."""
-    target = Path(os.path.realpath(path))
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        backup = _backup(target) if had_file else None
-        mode = target.stat().st_mode & 0o7777 if had_file else _default_mode()
-        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                                         suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(temporary, mode)
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        _error(f"cannot write {path}: {exc}")
-    return backup
-
-
-def _backup(target: Path) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    backup = target.with_name(f"{target.name}.{stamp}.bak")
-    counter = 1
-    while backup.exists():
-        backup = target.with_name(f"{target.name}.{stamp}-{counter}.bak")
-        counter += 1
-    shutil.copy2(target, backup)
-    return backup
-
-
-def _default_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    problem = probe(command)
+    if problem is None:
+        return
+    if on_path and "not found" in problem:
+        _error("`loopwarden` is not on PATH, and a project install writes the bare name "
+               "(each teammate's PATH finds their own): put it on PATH (e.g. `pipx install "
+               "loopwarden`, or activate its venv), then run this again")
+    _error(f"the hook command {problem}: {command}")
 
 
 def _one_of(flag: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -335,8 +293,9 @@ def codex(
         "--user", help="$CODEX_HOME/hooks.json (~/.codex): every project (the default).",
     )] = False,
     project: Annotated[bool, typer.Option(
-        "--project", help="./.codex/hooks.json: this project (Codex reads it once the project "
-        "is trusted).",
+        "--project", help="./.codex/hooks.json: this project, shared with its team (Codex reads "
+        "it once the project is trusted). The command is the bare `loopwarden`, found on each "
+        "teammate's PATH; no --config / --db path.",
     )] = False,
     config: Annotated[Path | None, typer.Option(
         "--config", help="OpenClaw config file for the hook (validated now, stored absolute).",
@@ -353,7 +312,8 @@ def codex(
     )] = None,
     exit_behavior: Annotated[str | None, typer.Option(
         "--exit-behavior", metavar="WHAT",
-        help="At the terminal stop: end (the default), error or continue.",
+        help="At the terminal stop: end (the default), error, continue or ask (Claude Code: the "
+             "user decides in its permission prompt).",
     )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
@@ -375,7 +335,7 @@ def codex(
     path = (Path.cwd() / ".codex" if project else home) / "hooks.json"
     done = _install_host_hooks(path, "codex-hook", _CODEX_EVENTS, "Codex CLI", config=config,
                                db=db, agent=agent, preset=preset, exit_behavior=exit_behavior,
-                               remove=remove, dry_run=dry_run)
+                               remove=remove, dry_run=dry_run, shared=project)
     if done and not remove:
         typer.echo(_CODEX_TRUST_NOTE)
 
@@ -386,7 +346,9 @@ def gemini_cli(
         "--user", help="~/.gemini/settings.json: every project (the default).",
     )] = False,
     project: Annotated[bool, typer.Option(
-        "--project", help="./.gemini/settings.json: this project.",
+        "--project", help="./.gemini/settings.json: this project, shared with its team. The "
+        "command is the bare `loopwarden`, found on each teammate's PATH; no --config / --db "
+        "path.",
     )] = False,
     config: Annotated[Path | None, typer.Option(
         "--config", help="OpenClaw config file for the hook (validated now, stored absolute).",
@@ -403,7 +365,8 @@ def gemini_cli(
     )] = None,
     exit_behavior: Annotated[str | None, typer.Option(
         "--exit-behavior", metavar="WHAT",
-        help="At the terminal stop: end (the default), error or continue.",
+        help="At the terminal stop: end (the default), error, continue or ask (Claude Code: the "
+             "user decides in its permission prompt).",
     )] = None,
     remove: Annotated[bool, typer.Option(
         "--uninstall", help="Remove loopwarden's hook entries (only those).",
@@ -422,57 +385,55 @@ def gemini_cli(
     path = (Path.cwd() if project else Path.home()) / ".gemini" / "settings.json"
     _install_host_hooks(path, "gemini-hook", _GEMINI_EVENTS, "Gemini CLI", config=config,
                         db=db, agent=agent, preset=preset, exit_behavior=exit_behavior,
-                        remove=remove, dry_run=dry_run, enable={"hooksConfig": {"enabled": True}})
+                        remove=remove, dry_run=dry_run, enable={"hooksConfig": {"enabled": True}},
+                        shared=project)
 
 
 def _install_host_hooks(
     path: Path, subcommand: str, events: tuple[str, ...], host: str, *,
     config: Path | None, db: Path | None, agent: str | None, remove: bool, dry_run: bool,
     preset: str | None = None, exit_behavior: str | None = None,
-    enable: dict[str, dict[str, Any]] | None = None,
+    enable: dict[str, dict[str, Any]] | None = None, shared: bool = False,
 ) -> bool:
     """Install (or remove) loopwarden's ``subcommand`` hook entries for ``events`` in the
     settings file at ``path``, the Claude Code way; ``enable`` is merged into the file on
-    install (a switch the host needs on). Returns whether the file was written."""
-    old_text, settings = _read_settings(path)
+    install (a switch the host needs on). ``shared``: a file the project's team shares, so the
+    command is the bare ``loopwarden`` and holds no path of this machine. Returns whether the
+    file was written."""
     command = None
     if not remove:
+        if shared and (config is not None or db is not None):
+            _error(f"--project writes {path}, which the project's team shares: a --config or "
+                   "--db path is this machine's. Leave them out (the hook then uses the "
+                   "defaults and --preset) or install with --user")
         command = hook_command(
-            hook_executable(),
+            ["loopwarden"] if shared else hook_executable(),
             config=None if config is None else str(_checked_config(config, agent)),
             db=None if db is None else str(db.expanduser().absolute()),
             agent=agent, subcommand=subcommand,
             preset=_one_of("--preset", preset, ("openclaw", "early")),
-            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue")),
+            exit_behavior=_one_of("--exit-behavior", exit_behavior, ("end", "error", "continue", "ask")),
         )
-        _check_runs(command)
-    try:
+        _check_runs(command, on_path=shared)
+
+    def change(settings: dict[str, Any]) -> dict[str, Any]:
         if command is None:
-            new_settings = uninstall(settings, subcommand=subcommand)
-        else:
-            new_settings = install(settings, command, events=events,
-                                   tool_events=frozenset(events[:2]), subcommand=subcommand)
-            for key, values in (enable or {}).items():
-                section = new_settings.setdefault(key, {})
-                if not isinstance(section, dict):
-                    raise SettingsError(f'"{key}" is not an object')
-                section.update(values)
-    except SettingsError as exc:
-        _error(f"{path}: {exc}; fix or move the file, then run this again")
-    if new_settings == settings:
-        what = "no loopwarden hooks" if remove else "the hooks are already installed"
-        typer.echo(f"{path}: {what}; nothing to change")
-        return False
-    new_text = json.dumps(new_settings, indent=2, ensure_ascii=False) + "\n"
-    if dry_run:
-        diff = difflib.unified_diff(
-            (old_text or "").splitlines(keepends=True), new_text.splitlines(keepends=True),
-            fromfile=str(path) if old_text is not None else "/dev/null", tofile=str(path))
-        typer.echo("".join(diff), nl=False)
-        return False
-    backup = _write_settings(path, new_text, had_file=old_text is not None)
+            return uninstall(settings, subcommand=subcommand)
+        new_settings = install(settings, command, events=events,
+                               tool_events=frozenset(events[:2]), subcommand=subcommand)
+        for key, values in (enable or {}).items():
+            section = new_settings.setdefault(key, {})
+            if not isinstance(section, dict):
+                raise SettingsError(f'"{key}" is not an object')
+            section.update(values)
+        return new_settings
+
     done = "removed loopwarden's hooks from" if remove else f"installed the {host} hooks in"
-    typer.echo(f"{done} {path}" + (f" (backup: {backup})" if backup else ""))
-    if command is not None:
+    written = _edit(path, change, dry_run=dry_run, done=done, unchanged=_UNCHANGED[remove])
+    if written and command is not None:
         typer.echo(f"command: {command}")
-    return True
+        if shared:
+            typer.echo("(a file the team shares: the command is `loopwarden` as found on each "
+                       "teammate's PATH; everyone who runs this project's hooks needs "
+                       "loopwarden installed and on PATH)")
+    return written

@@ -68,6 +68,22 @@ def mcp_proxy(
             help="Bytes of those calls kept (default 64M); past it the oldest is evicted.",
         ),
     ] = None,
+    exit_behavior: Annotated[
+        str,
+        typer.Option(
+            "--exit-behavior", metavar="WHAT",
+            help="At the terminal stop: end blocks the call (the proxy cannot end the "
+                 "client's run); ask puts it before the user as an MCP elicitation when the "
+                 "client declared that capability (continue: the call runs, its loop count "
+                 "starts over; stop: blocked), else blocks and logs why [default: end].",
+        ),
+    ] = "end",
+    max_grants: Annotated[
+        int,
+        typer.Option("--max-grants", metavar="N", min=0,
+                     help="With --exit-behavior ask: the \"continue\" answers one run may get; "
+                          "the next stop blocks [default: 2]."),
+    ] = 2,
 ) -> None:
     """Front the MCP server CMD: mirror its tools and guard every tool call.
 
@@ -88,6 +104,9 @@ def mcp_proxy(
         run_proxy,
     )
 
+    if exit_behavior not in ("end", "ask"):
+        typer.echo(f"error: --exit-behavior must be end or ask, not {exit_behavior!r}", err=True)
+        raise typer.Exit(2)
     if command and command[0].startswith("-"):
         # An option we do not know, before the server command: never start it as the server.
         typer.echo(f"error: no such option: {command[0]} (loopwarden's options go before --, "
@@ -110,7 +129,9 @@ def mcp_proxy(
         code = asyncio.run(run_proxy(command, LoopGuard(effective), session=session,
                                      agent_id=agent, max_message_bytes=limit,
                                      max_pending_calls=max_pending_calls,
-                                     max_pending_bytes=pending_bytes, handle_signals=True))
+                                     max_pending_bytes=pending_bytes, handle_signals=True,
+                                     exit_behavior="ask" if exit_behavior == "ask" else "end",
+                                     max_grants=max_grants))
     except OSError as exc:  # the server command could not be started
         typer.echo(f"error: cannot start {command[0]!r}: {exc}", err=True)
         raise typer.Exit(127) from None

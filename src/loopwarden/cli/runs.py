@@ -24,6 +24,7 @@ from ..base.paths import default_db_path
 from ..guard.events import LoopEvent
 from ..guard.stores.base import StoreError
 from ..guard.stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
+from ..offline.efficacy import DEFAULT_WITHIN, NudgeOutcome, efficacy, live_outcomes
 from ..offline.report.table import fit_widths, middle_ellipsis, one_line, wrap_names
 from ._exits import write_out
 
@@ -46,6 +47,12 @@ def runs(
         int, typer.Option("--limit", min=1, help="Show the newest N runs.")
     ] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    nudge_within: Annotated[
+        int, typer.Option("--nudge-within", min=1,
+                          help="Nudge efficacy: later calls of its run in which a warning, "
+                               "block or ask must be followed by a change of course to count "
+                               "as heeded.")
+    ] = DEFAULT_WITHIN,
 ) -> None:
     """List recorded runs and their loop events (warnings, blocks, aborts).
 
@@ -60,13 +67,15 @@ def runs(
         with _ReadOnlyStore(path) as store:
             summaries = store.runs(session, limit=limit)
             events = _events_by_run(store, summaries)
+            nudges = _nudges_by_run(store, events, nudge_within)
     except StoreError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if as_json:
-        write_out(json.dumps(_as_json(path, summaries, events), indent=2))
+        write_out(json.dumps(_as_json(path, summaries, events, nudges, nudge_within), indent=2))
     else:
         _print_tables(path, summaries, events)
+        _print_efficacy(nudges, nudge_within)
 
 
 class _ReadOnlyStore(SQLiteStore):
@@ -145,16 +154,61 @@ def _events_by_run(
     return grouped
 
 
+def _nudges_by_run(store: SQLiteStore, events: dict[RunKey, list[LoopEvent]],
+                   within: int) -> dict[RunKey, list[NudgeOutcome]]:
+    """Did each run's warnings, blocks and asks work, judged on its session's call history."""
+    nudges: dict[RunKey, list[NudgeOutcome]] = {}
+    for name in dict.fromkeys(session for session, _ in events):
+        state = store.load(name)
+        history = state.history if state is not None else []
+        for key in [key for key in events if key[0] == name]:
+            nudges[key] = live_outcomes(events[key], history, within)
+    return nudges
+
+
 def _as_json(
-    path: Path, summaries: list[RunSummary], events: dict[RunKey, list[LoopEvent]]
+    path: Path, summaries: list[RunSummary], events: dict[RunKey, list[LoopEvent]],
+    nudges: dict[RunKey, list[NudgeOutcome]], within: int,
 ) -> dict[str, Any]:
     return {
         "db": str(path),
         "runs": [
-            {**s.to_dict(), "loop_events": [e.to_dict() for e in events[(s.session, s.run)]]}
+            {**s.to_dict(), "loop_events": [e.to_dict() for e in events[(s.session, s.run)]],
+             "nudges": [n.to_json() for n in nudges[(s.session, s.run)]]}
             for s in summaries
         ],
+        "nudge_efficacy": efficacy([n for run in nudges.values() for n in run], within),
     }
+
+
+_EFFICACY_TABLE: list[tuple[str, JustifyMethod]] = [
+    ("stage / detector", "left"), ("nudges", "right"), ("heeded", "right"),
+    ("ignored", "right"), ("ended", "right"), ("unknown", "right"), ("rate", "right")]
+
+
+def _print_efficacy(nudges: dict[RunKey, list[NudgeOutcome]], within: int) -> None:
+    """Did the nudges work: heeded / ignored per stage and per detector, over the runs shown."""
+    figures = efficacy([n for run in nudges.values() for n in run], within)
+    if not figures["all"]["nudges"]:
+        return
+    console = Console()
+    console.print()
+    _print_title(console, f"Nudge efficacy: did the model change course within {within} "
+                          "calls of its run?")
+    cells = [(name, figures["by_stage"][name]) for name in figures["by_stage"]]
+    cells += [(name, figures["by_detector"][name]) for name in figures["by_detector"]]
+    rows = [[one_line(name), *(str(cell[key]) for key in
+                               ("nudges", "heeded", "ignored", "ended", "unknown")),
+             "-" if cell["rate"] is None else f"{cell['rate']:.0%}"] for name, cell in cells]
+    natural = _natural(_EFFICACY_TABLE, rows)
+    gap = _gap(natural, console.width)
+    widths = fit_widths(natural, console.width - gap * (len(_EFFICACY_TABLE) - 1),
+                        [(0, 12), (0, 1)])
+    table = _table(_EFFICACY_TABLE, widths, gap)
+    for row in rows:
+        table.add_row(*(Text(middle_ellipsis(cell, widths[column]))
+                        for column, cell in enumerate(row)))
+    console.print(table)
 
 
 def _print_tables(

@@ -60,6 +60,9 @@ class DetectorsConfig(_ConfigModel):
     # and one failure repeated whatever fresh argument values it echoes.
     one_tool_cycle: bool = True
     failure_repeat: bool = True
+    # loopwarden extension, on in both presets: a call's equivalent argument forms ({} and
+    # {"model": "default"}) with identical results are one call repeated.
+    equivalent_arguments: bool = True
     # loopwarden extension; None lets the preset decide (on for "early").
     error_repeat: bool | None = None
 
@@ -67,7 +70,8 @@ class DetectorsConfig(_ConfigModel):
         "generic_repeat", "known_poll_no_progress", "ping_pong", "argument_churn", mode="before"
     )(_strict_bool)
     _cycle_bool = field_validator(
-        "cycle", "one_tool_cycle", "failure_repeat", mode="before")(_strict_bool)
+        "cycle", "one_tool_cycle", "failure_repeat", "equivalent_arguments", mode="before"
+    )(_strict_bool)
     _optional = field_validator("error_repeat", mode="before")(_optional_bool)
 
 

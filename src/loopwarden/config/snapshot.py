@@ -35,6 +35,7 @@ NESTED_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
         "cycle": _BOOL,
         "one_tool_cycle": _BOOL,
         "failure_repeat": _BOOL,
+        "equivalent_arguments": _BOOL,
     },
     "post_compaction_guard": {"window_size": _COUNT},
 }

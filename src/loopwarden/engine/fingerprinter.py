@@ -10,17 +10,14 @@ from typing import TYPE_CHECKING, Any
 from ..base.types import MISSING
 from ..fingerprint import (
     Outcome,
-    args_hash_of_json,
-    canonical_json,
     error_text,
-    mutation_target_hash,
     profiled_outcome,
     result_error_text,
     text_outcome,
 )
 from ..fingerprint.leaves import Leaves, leaves_of
 from ..fingerprint.outcomes import OUTCOME_TERMINAL_EXEC_FAILURE
-from ..fingerprint.profiles import ProfileRegistry, ToolProfile, default_registry, mutating_by_name
+from ..fingerprint.profiles import ProfileRegistry, ToolProfile, default_registry
 from ..fingerprint.volatile import mask_value, mask_volatile
 from .detectors import Prospect
 from .detectors.failure_repeat import echo_failure_identity, failure_text
@@ -71,12 +68,12 @@ class PreparedCall:
 
 
 class Fingerprinter:
-    """The half of :class:`~loopwarden.engine.LoopDetector` that turns calls and outcomes into the
-    hashes the detectors compare: for one config's preset switches and one profile registry,
-    with the fingerprints of recent calls cached."""
+    """The half of :class:`~loopwarden.engine.LoopDetector` that turns outcomes into the hashes
+    the detectors compare, for one config's preset switches and one profile registry (the
+    detector fingerprints the calls themselves, on the path every call takes)."""
 
-    __slots__ = ("_extended_unknown", "_failure_echo", "_learn", "_mask", "_mutations",
-                 "_prepared", "_prepared_for", "_progress", "registry")
+    __slots__ = ("_core_args", "_extended_unknown", "_failure_echo", "_learn", "_mask",
+                 "_mutations", "_progress", "registry")
 
     def __init__(self, config: LoopDetectionConfig, profiles: object = None) -> None:
         self.registry = resolve_registry(profiles)
@@ -91,87 +88,18 @@ class Fingerprinter:
         # Whether failures get an identity with the call's argument values masked (set by the
         # LoopDetector when a detector reads it).
         self._failure_echo = False
-        # Fingerprints of recent calls by their canonical arguments: the guard's after-call
-        # hook, and every repeat of a looping call, then skip hashing, profile look-ups and
-        # the write-target hash. Valid for one registry snapshot (profiles can change).
-        self._prepared: dict[tuple[str, bytes], Prospect] = {}
-        self._prepared_for: object = None
-
-    def prepare(
-        self, tool_name: str, args: Any, *, run_id: object = None, cwd: str | None = None
-    ) -> PreparedCall:
-        """The call, fingerprinted (:meth:`fingerprint`) and its run id normalised, as the
-        other methods take it."""
-        return PreparedCall(self.fingerprint(tool_name, args, cwd=cwd), run_id, args)
-
-    def fingerprint(self, tool_name: str, args: Any, cwd: str | None = None) -> Prospect:
-        """Fingerprint a call: canonical tool name, args hash, and what its profile says.
-        Cached by canonical arguments (not for a ``cwd``), for one registry snapshot."""
-        canonical = canonical_json(args)
-        if cwd is not None:
-            return self._fingerprint(tool_name, args, canonical, cwd)
-        snapshot = self.registry.snapshot
-        if snapshot is not self._prepared_for:
-            self._prepared = {}
-            self._prepared_for = snapshot
-        if len(canonical) > _PREPARED_MAX_ARGS:  # rarely repeated, and would pin memory
-            return self._fingerprint(tool_name, args, canonical, None)
-        key = (tool_name, canonical)
-        prospect = self._prepared.get(key)
-        if prospect is None:
-            prospect = self._fingerprint(tool_name, args, canonical, None)
-            if len(self._prepared) >= _PREPARED_CACHE_SIZE:
-                # Clearing (one atomic call) rather than LRU eviction: safe under threads,
-                # and a loop refills the cache with its own calls at once.
-                self._prepared.clear()
-            self._prepared[key] = prospect
-        return prospect
-
-    def _fingerprint(
-        self, tool_name: str, args: Any, canonical: bytes, cwd: str | None
-    ) -> Prospect:
-        profile = self.registry.get(tool_name)
-        if profile is None:
-            prospect = Prospect(tool_name, args_hash_of_json(tool_name, canonical))
-            if self._mutations:
-                prospect.mutating = mutating_by_name(tool_name)
-            return prospect
-        tool = self.registry.canonical_name(tool_name)
-        prospect = Prospect(
-            tool,
-            args_hash_of_json(tool, canonical),
-            profile.is_poll(args),
-            profile.poll_critical_at_warning,
-            mutation_target_hash(tool, args, cwd, registry=self.registry)
-            if tool == "write" else None,
-            profile,
-        )
-        if self._mutations:
-            prospect.mutating = profile.is_mutating(args)
-        if self._progress:
-            prospect.pacing = profile.is_pacing(args)
-            prospect.wait_ms = int(profile.waits(args) * 1000)
-        return prospect
-
-    def outcome(self, tool_name: str, args: Any, result: Any = MISSING, error: Any = MISSING) -> Outcome:
-        """The hashes a call's result or error is recorded with (spec §c.3), masked as its
-        profile says."""
-        if self._progress or self._failure_echo:
-            return self.observe(self.prepare(tool_name, args), result, error)[0]
-        profile = self.registry.get(tool_name)
-        if profile is not None or self._mask:
-            result, error = self._masked(profile, result, error)
-        return profiled_outcome(tool_name, profile, args, result, error,
-                                extended_unknown=self._extended_unknown)
+        # Whether calls get the hash of their arguments without default-looking keys (set by
+        # the LoopDetector when ``detectors.equivalentArguments`` is on).
+        self._core_args = False
 
     def observe(
-        self, prepared: PreparedCall, result: Any, error: Any
+        self, call: Prospect, args: Any, result: Any, error: Any
     ) -> tuple[Outcome, Leaves | None]:
-        """The call's outcome, plus (``early`` preset) the leaves to learn volatile fields from.
+        """The outcome of ``call`` (made with ``args``), plus (``early`` preset) the leaves to
+        learn volatile fields from.
 
         Leaves are only taken from tools loopwarden hashes generically: OpenClaw's own
         projections already know what to ignore. The result is masked once for both."""
-        call, args = prepared.prospect, prepared.args
         if self._progress:
             observed = self._observe_progress(call, args, result, error)
         else:

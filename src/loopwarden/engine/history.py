@@ -96,6 +96,8 @@ class CallRecord:
     wait_ms: int = 0
     # ``failure_repeat``: which failure this was, the call's own argument values masked.
     echo_failure_hash: str | None = None
+    # Equivalent forms: the hash of the arguments without default-looking keys, if different.
+    core_hash: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -259,6 +261,8 @@ class SessionState:
             view.by_call[record.call_id] = record
         if record.error_identity_hash is not None:
             view.errors += 1
+        if record.core_hash is not None:  # an equivalent form (inline: every call comes here)
+            view.by_core.setdefault(record.core_hash, []).append(record)
         if limit is not None and len(history) > limit:
             if len(history) == limit + 1:
                 self._forget(history.pop(0))
@@ -397,6 +401,7 @@ class SessionState:
             del view.by_call[call_id]
         if record.error_identity_hash is not None:
             view.errors -= 1
+        view.drop_variant(record)
 
     def _prune_compaction(self) -> None:
         # An unarmed post-compaction guard holds nothing a later arm() would use (arming
@@ -432,11 +437,12 @@ def restart_run(state: SessionState, run_id: RunKey) -> None:
 
 
 class RunView:
-    """One run's records in order, by args hash and by call id, and how many carry an error
-    identity (an error streak needs that many, so the detectors' O(1) gate can rule it out).
+    """One run's records in order, by args hash, by call id and (equivalent forms) by core
+    hash, and how many carry an error identity (an error streak needs that many, so the
+    detectors' O(1) gate can rule it out).
     Kept by :class:`SessionState`; never mutate it from outside."""
 
-    __slots__ = ("by_call", "by_key", "errors", "records")
+    __slots__ = ("by_call", "by_core", "by_key", "errors", "records")
 
     def __init__(self) -> None:
         self.records: deque[CallRecord] = deque()
@@ -445,6 +451,16 @@ class RunView:
         self.by_key: dict[str, list[CallRecord]] = {}
         self.by_call: dict[str, CallRecord] = {}
         self.errors = 0
+        # Records that are an equivalent form of other arguments, by that core hash.
+        self.by_core: dict[str, list[CallRecord]] = {}
+
+    def drop_variant(self, record: CallRecord) -> None:
+        """Take a record leaving the window out of the core-hash index."""
+        records = self.by_core.get(record.core_hash or "", [])
+        if record in records:
+            records.remove(record)
+            if not records:
+                del self.by_core[record.core_hash or ""]
 
 
 _EMPTY: deque[CallRecord] = deque()

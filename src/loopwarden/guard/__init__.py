@@ -6,12 +6,13 @@ module had; the parts live in:
 
 - ``loopguard``: :class:`LoopGuard`, the public hooks (each builds one transaction and hands
   it to a driver);
-- ``core``: ``GuardCore``, the guard's state, and the rules its transactions share;
-- ``transactions``, ``calls``, ``batch``: the transactions (``BeforeCall``, ``AfterCall``,
-  ``ObserveCall``, ``AdmitBatch``, ``ArmCompaction``, ``ReadHistory``), each with
-  ``apply(state)`` and a fallback;
-- ``drivers``: the sync and the async driver that run any transaction against any store;
-- ``policy``: what happens when the store fails (:class:`FailOpen`, :class:`FailClosed`);
+- ``core``: ``GuardCore``, the guard's state;
+- ``policy``: ``LoopPolicy``, the rules (when to warn, veto, in-flight counting, recovery and
+  the terminal stop), the guard's ``Call``, and what happens when the store fails
+  (:class:`FailOpen`, :class:`FailClosed`);
+- ``transactions``, ``batch``: the transactions (``Admit``, ``Settle``, ``Observe``,
+  ``AdmitBatch``, ``ArmCompaction``, ``ReadHistory``), each with ``apply(state)`` and a
+  fallback, and the sync and the async driver that run any transaction against any store;
 - ``verdicts``: the answers (:class:`Verdict`, :class:`BatchAdmission`, ...) and their texts;
 - ``decorators``: ``@guard.tool`` / ``guard.wrap``;
 - ``asking``: ``exit_behavior="ask"``'s :class:`Question` and its ask / answer transactions.

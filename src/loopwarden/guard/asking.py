@@ -23,10 +23,10 @@ from typing import Any, Literal
 from ..base.text import text_id
 from ..base.types import MISSING
 from ..engine.history import SessionState, normalize_run_id
-from .calls import BeforeCall
-from .core import GuardCore, restart_run
+from .core import GuardCore
 from .events import LoopEvent
-from .transactions import Answered, Step, Transaction
+from .policy import Call, Step
+from .transactions import Answered, Transaction
 from .verdicts import STOP_MESSAGE, Verdict
 
 Decision = Literal["continue", "stop"]
@@ -161,18 +161,19 @@ class Answer(Transaction[Verdict]):
     """``LoopGuard.answer``: record the human's decision; "continue" grants and admits the call
     (the door runs it), "stop" answers with the terminal verdict (the door ends the run)."""
 
-    __slots__ = ("admit", "agent", "answered_by", "decision", "question", "session")
+    __slots__ = ("admit", "agent", "answered_by", "core", "decision", "question", "session")
 
     def __init__(self, core: GuardCore, question: Question, decision: Decision, args: Any,
                  answered_by: str, agent: str | None) -> None:
+        self.core = core
         self.question = question
         self.decision = decision
         self.session = question.session
         self.answered_by = answered_by
         self.agent = agent
         # The call is fingerprinted here, outside the store's lock, as every hook's is.
-        self.admit = (BeforeCall(core, question.tool_name, args, question.session,
-                                 question.run_id, question.call_id, agent)
+        self.admit = (Call(core.detector, question.tool_name, args, question.session,
+                           question.run_id, question.call_id, agent)
                       if decision == "continue" and args is not MISSING else None)
 
     def apply(self, state: SessionState) -> Step[Verdict]:
@@ -184,10 +185,11 @@ class Answer(Transaction[Verdict]):
             return Step(self.stopped(), [self.event("stop", used)])
         used += 1
         state.grants[key] = used
-        restart_run(state, question.run_id)
+        policy = self.core.policy
+        policy.restart_run(state, question.run_id)
         verdict = Verdict("allow", None, question.tool_name, question.call_id)
         if self.admit is not None:
-            admitted = self.admit.apply(state)
+            admitted = policy.admit(state, self.admit)
             verdict = admitted.value if isinstance(admitted, Step) else admitted
         return Step(verdict, [self.event("continue", used)])
 

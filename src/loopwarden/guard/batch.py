@@ -9,27 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..base.text import optional_id, text_id
 from ..base.types import ToolCall
-from ..engine import PreparedCall
 from ..engine.detectors import Detection
 from ..engine.history import SessionState, normalize_run_id
-from .core import (
-    VETO,
-    WarningSlot,
-    as_vetoes,
-    detect,
-    in_flight,
-    internal_error,
-    loop_event,
-    should_warn,
-    stop_run,
-    veto,
-)
+from .core import GuardCore, internal_error
 from .events import LoopEvent
-from .transactions import Answered, CallContext, Step, Transaction
+from .policy import VETO, Call, Step, WarningSlot, as_vetoes
+from .transactions import Answered, Transaction
 from .verdicts import (
     RECOVERY_SIBLING_TEXT,
     RECOVERY_TEXT,
@@ -40,25 +29,22 @@ from .verdicts import (
     Verdict,
 )
 
-if TYPE_CHECKING:
-    from .core import GuardCore
-
 
 class AdmitBatch(Transaction[BatchAdmission]):
     """``admit_batch``: the turn's calls with their ids normalised and their fingerprints,
     computed outside the store."""
 
-    __slots__ = ("calls", "core", "counts_calls", "ctx", "prepared", "session")
+    __slots__ = ("calls", "core", "counts_calls", "session")
 
     def __init__(self, core: GuardCore, calls: Sequence[ToolCall], session: Any, run_id: Any,
                  agent_id: Any) -> None:
         self.core = core
-        self.calls = [_normal_call(c) for c in calls]
-        run = normalize_run_id(run_id if run_id is not None else _common_run(self.calls))
-        prepare = core.detector.prepare
-        self.prepared = [prepare(c.tool_name, c.args, run_id=run) for c in self.calls]
-        self.ctx = CallContext(text_id(session), run, None, optional_id(agent_id))
-        self.session = self.ctx.session
+        normal = [_normal_call(c) for c in calls]
+        run = normalize_run_id(run_id if run_id is not None else _common_run(normal))
+        self.session = text_id(session)
+        agent = optional_id(agent_id)
+        self.calls = [Call(core.detector, c.tool_name, c.args, self.session, run, c.call_id,
+                           agent) for c in normal]
         self.counts_calls = len(self.calls)
 
     @classmethod
@@ -72,7 +58,7 @@ class AdmitBatch(Transaction[BatchAdmission]):
         try:
             return cls(core, calls, session, run_id, agent_id)
         except Exception as exc:
-            verdict = internal_error(core, "batch", exc)
+            verdict = internal_error(core.stats, "batch", exc)
             try:
                 n = len(calls)
             except Exception:
@@ -81,33 +67,34 @@ class AdmitBatch(Transaction[BatchAdmission]):
 
     def apply(self, state: SessionState) -> Step[BatchAdmission]:
         """The turn's verdicts, and the events of its warnings or its block."""
-        return Step(*admit(self.core, state, self.calls, self.prepared, self.ctx))
+        return Step(*admit(self.core, state, self.calls))
 
     def fallback(self) -> BatchAdmission:
         """The failure policy's verdict for every call."""
         policy = self.core.store_health.policy
-        return BatchAdmission(tuple(policy.admission(p.prospect.tool_name, c.call_id)
-                                    for p, c in zip(self.prepared, self.calls, strict=True)))
+        return BatchAdmission(tuple(policy.admission(c.prospect.tool_name, c.call_id)
+                                    for c in self.calls))
 
 
 
-def admit(
-    core: GuardCore, state: SessionState, calls: Sequence[ToolCall],
-    prepared: Sequence[PreparedCall], ctx: CallContext,
-) -> tuple[BatchAdmission, list[LoopEvent]]:
+def admit(core: GuardCore, state: SessionState, calls: Sequence[Call]
+          ) -> tuple[BatchAdmission, list[LoopEvent]]:
     """Judge the turn: block it all at its first critical, else admit every call."""
+    policy = core.policy
     detector = core.detector
+    run = calls[0].run_id if calls else None
     detections: list[Detection | None] = []
     slots: list[WarningSlot | None] = []
     if core.rolling:
         # Earlier turns' calls still in flight count like this batch's earlier siblings.
-        flights = in_flight(core, state, ctx.run_id, {p.prospect.args_hash for p in prepared})
+        flights = policy.in_flight(state, run, {c.prospect.args_hash for c in calls})
         with as_vetoes(flights):
             projected = state.copy() if len(calls) > 1 else state
-            for i, p in enumerate(prepared):
+            for i, c in enumerate(calls):
                 if i:
-                    detector.record_outcome(projected, prepared[i - 1], outcome=VETO)
-                detection, slot = detect(core, projected, p)
+                    before = calls[i - 1]
+                    detector.record_prospect_outcome(projected, before.prospect, run, VETO)
+                detection, slot = policy.detect(projected, c)
                 detections.append(detection)
                 slots.append(slot)
     else:
@@ -115,48 +102,48 @@ def admit(
         slots = [None] * len(calls)
     trigger = next((i for i, d in enumerate(detections) if d and d.level == "critical"), None)
     if trigger is None:
-        return _admit_all(core, state, calls, prepared, detections, slots, ctx)
+        return _admit_all(core, state, calls, detections, slots)
     detection = detections[trigger]
     assert detection is not None
-    call = prepared[trigger].prospect
-    terminal = not state.mark_recovery(ctx.run_id)
+    blocked = calls[trigger]
+    call = blocked.prospect
+    terminal = not state.mark_recovery(run)
     if terminal and core.deny_after_stop:
-        stop_run(state, ctx.run_id)
-    for c, p in zip(calls, prepared, strict=True):
-        if p.prospect.args_hash == call.args_hash:
-            veto(core, state, p, c.call_id)
-    intervention = Intervention(calls[trigger].call_id, call.tool_name, call.args_hash,
+        policy.stop_run(state, run)
+    for c in calls:
+        if c.prospect.args_hash == call.args_hash:
+            policy.veto(state, c)
+    intervention = Intervention(blocked.call_id, call.tool_name, call.args_hash,
                                 detection.detector, detection.count, detection.message)
     own = TERMINAL_TEXT if terminal else RECOVERY_TEXT
     sibling = TERMINAL_SIBLING_TEXT if terminal else RECOVERY_SIBLING_TEXT
     verdicts = tuple(
-        Verdict("block", detection if i == trigger else None, p.prospect.tool_name, c.call_id,
+        Verdict("block", detection if i == trigger else None, c.prospect.tool_name, c.call_id,
                 f"{detection.message}\n\n{own}" if i == trigger else sibling,
                 intervention, terminal)
-        for i, (c, p) in enumerate(zip(calls, prepared, strict=True))
+        for i, c in enumerate(calls)
     )
-    tctx = ctx.for_call(calls[trigger].call_id)
-    event = loop_event(tctx, call.tool_name, detection, "block", state, terminal=terminal)
+    event = policy.event(blocked, detection, "block", state, terminal=terminal)
     return BatchAdmission(verdicts, intervention, terminal), [event]
 
 
 def _admit_all(
-    core: GuardCore, state: SessionState, calls: Sequence[ToolCall],
-    prepared: Sequence[PreparedCall], detections: Sequence[Detection | None],
-    slots: Sequence[WarningSlot | None], ctx: CallContext,
+    core: GuardCore, state: SessionState, calls: Sequence[Call],
+    detections: Sequence[Detection | None], slots: Sequence[WarningSlot | None],
 ) -> tuple[BatchAdmission, list[LoopEvent]]:
+    policy = core.policy
     verdicts: list[Verdict] = []
     events: list[LoopEvent] = []
-    for c, p, d, slot in zip(calls, prepared, detections, slots, strict=True):
-        tool = p.prospect.tool_name
+    for c, d, slot in zip(calls, detections, slots, strict=True):
+        tool = c.prospect.tool_name
         verdict = Verdict("allow", d, tool, c.call_id)
-        if d is not None and should_warn(core, state, d, tool, ctx.run_id, slot):
+        if d is not None and policy.should_warn(state, d, tool, c.run_id, slot):
             verdict = replace(verdict, action="warn")
-            events.append(loop_event(ctx.for_call(c.call_id), tool, d, "warn", state))
+            events.append(policy.event(c, d, "warn", state))
         verdicts.append(verdict)
     if core.rolling:
-        for c, p in zip(calls, prepared, strict=True):
-            core.detector.record(state, p, call_id=c.call_id)
+        for c in calls:
+            core.detector.record_prospect(state, c.prospect, c.run_id, c.call_id)
     return BatchAdmission(tuple(verdicts)), events
 
 

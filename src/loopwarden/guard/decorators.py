@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import inspect
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol, TypedDict, TypeVar, cast
 
 from ..base.errors import LoopBlockedError
 from ..base.log import get_logger
@@ -20,14 +20,12 @@ from .core import internal_error
 from .verdicts import (
     EndOfRun,
     ExitBehavior,
+    GuardStats,
     Verdict,
     append_note,
     check_exit_behavior,
     terminated_error,
 )
-
-if TYPE_CHECKING:
-    from .loopguard import LoopGuard
 
 log = get_logger("loopwarden")
 
@@ -57,6 +55,36 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
         return inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+
+
+class Hooks(Protocol):
+    """What the decorator door calls of a guard (a :class:`~loopwarden.guard.LoopGuard`): its
+    one-call hooks, and its stats for input it cannot read."""
+
+    stats: GuardStats
+
+    def before_tool_call(self, tool_name: str, args: Any, *, session: str,
+                         run_id: str | None = ..., call_id: str | None = ...) -> Verdict:
+        """Decide whether the call may run."""
+        ...
+
+    def abefore_tool_call(self, tool_name: str, args: Any, *, session: str,
+                          run_id: str | None = ..., call_id: str | None = ...
+                          ) -> Awaitable[Verdict]:
+        """The awaitable form of :meth:`before_tool_call`."""
+        ...
+
+    def after_tool_call(self, tool_name: str, args: Any, *, session: str, result: Any = ...,
+                        error: Any = ..., run_id: str | None = ..., call_id: str | None = ...
+                        ) -> Verdict:
+        """Record the outcome."""
+        ...
+
+    def aafter_tool_call(self, tool_name: str, args: Any, *, session: str, result: Any = ...,
+                         error: Any = ..., run_id: str | None = ..., call_id: str | None = ...
+                         ) -> Awaitable[Verdict]:
+        """The awaitable form of :meth:`after_tool_call`."""
+        ...
 
 
 #: A decorator's ``session=`` / ``run_id=``: a string, or a callable of the call's bound
@@ -90,7 +118,7 @@ class _FunctionDoor:
     __slots__ = ("end_of_run", "guard", "on_block", "run", "session", "signature",
                  "tool_name")
 
-    def __init__(self, guard: LoopGuard, tool_name: str, signature: inspect.Signature | None,
+    def __init__(self, guard: Hooks, tool_name: str, signature: inspect.Signature | None,
                  session: Callable[[dict[str, Any]], str | None],
                  run: Callable[[dict[str, Any]], str | None],
                  on_block: Literal["raise", "return"], exit_behavior: ExitBehavior) -> None:
@@ -110,7 +138,7 @@ class _FunctionDoor:
             run = self.run(args)
             session = text_id(self.session(args))
         except Exception as exc:
-            internal_error(self.guard, self.tool_name, exc)
+            internal_error(self.guard.stats, self.tool_name, exc)
             return None
         return args, {"session": session, "run_id": optional_id(run), "call_id": _fresh_call_id()}
 
@@ -165,7 +193,7 @@ def check_on_block(value: object) -> Literal["raise", "return"]:
 
 
 def tool(
-    guard: LoopGuard, fn: F | None = None, /, *, name: str | None = None,
+    guard: Hooks, fn: F | None = None, /, *, name: str | None = None,
     session: IdSource = "default", run_id: IdSource | None = None,
     on_block: Literal["raise", "return"] = "raise", exit_behavior: ExitBehavior = "end",
 ) -> Any:
@@ -180,7 +208,7 @@ def tool(
 
 
 def wrap(
-    guard: LoopGuard, fn: F, *, name: str | None = None, session: IdSource = "default",
+    guard: Hooks, fn: F, *, name: str | None = None, session: IdSource = "default",
     run_id: IdSource | None = None, on_block: Literal["raise", "return"] = "raise",
     exit_behavior: ExitBehavior = "end",
 ) -> F:

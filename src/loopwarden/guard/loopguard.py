@@ -1,8 +1,8 @@
 """``LoopGuard``: the policy every door uses — warn, dampen, block — over a pluggable store.
 
-Each hook builds one transaction (``calls.py``, ``batch.py``, ``transactions.py``) and hands it
-to a driver (``drivers.py``): :func:`drive` for the sync hooks, :func:`adrive` for their
-awaitable twins, which are the same transaction run the other way. Every hook is total:
+Each hook builds one transaction (``transactions.py``, ``batch.py``, ``asking.py``) and hands it
+to a driver: :func:`drive` for the sync hooks, :func:`adrive` for their awaitable twins, which
+are the same transaction run the other way. The rules are the guard's policy (``policy.py``). Every hook is total:
 whatever the host passes (ids whose ``__str__`` raises, unhashable sessions, args that cannot
 be fingerprinted), it answers with a verdict and logs what went wrong; only
 :class:`CompactionLoopPersistedError` (the outcome hooks) and :class:`LoopBlockedError` (the
@@ -18,11 +18,9 @@ from ..base.types import MISSING, ToolCall
 from ..engine.history import CallRecord
 from .asking import DEFAULT_MAX_GRANTS, Decision, Question, answer_transaction, ask_transaction
 from .batch import AdmitBatch
-from .calls import AfterCall, BeforeCall, ObserveCall, one_call
 from .core import GuardCore
 from .decorators import IdSource, tool, wrap
-from .drivers import adrive, drive
-from .transactions import ArmCompaction, ReadHistory
+from .transactions import ArmCompaction, Observe, ReadHistory, adrive, drive, one_call
 from .verdicts import BatchAdmission, ExitBehavior, Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,7 +43,7 @@ class LoopGuard(GuardCore):
         call_id: str | None = None, agent_id: str | None = None,
     ) -> Verdict:
         """Decide whether the call may run (spec §f.1 V2 wrapper + §f.2 dampening)."""
-        return drive(self, one_call(BeforeCall, self, tool_name, args, session, run_id,
+        return drive(self, one_call(self, tool_name, args, session, run_id,
                                     call_id, agent_id))
 
     async def abefore_tool_call(
@@ -53,7 +51,7 @@ class LoopGuard(GuardCore):
         call_id: str | None = None, agent_id: str | None = None,
     ) -> Verdict:
         """The awaitable form of :meth:`before_tool_call`."""
-        return await adrive(self, one_call(BeforeCall, self, tool_name, args, session, run_id,
+        return await adrive(self, one_call(self, tool_name, args, session, run_id,
                                            call_id, agent_id))
 
     def after_tool_call(
@@ -64,8 +62,8 @@ class LoopGuard(GuardCore):
         """Record the outcome. Returns a ``warn`` verdict when the ``early`` preset's
         post-outcome check finds this result completed a pattern (annotate the result with it).
         Raises :class:`CompactionLoopPersistedError` when a loop survived compaction."""
-        return drive(self, one_call(AfterCall, self, tool_name, args, session, run_id, call_id,
-                                    agent_id, result, error))
+        return drive(self, one_call(self, tool_name, args, session, run_id, call_id,
+                                    agent_id, result, error, settle=True))
 
     async def aafter_tool_call(
         self, tool_name: str, args: Any, *, session: str, result: Any = MISSING,
@@ -73,8 +71,8 @@ class LoopGuard(GuardCore):
         agent_id: str | None = None,
     ) -> Verdict:
         """The awaitable form of :meth:`after_tool_call`."""
-        return await adrive(self, one_call(AfterCall, self, tool_name, args, session, run_id,
-                                           call_id, agent_id, result, error))
+        return await adrive(self, one_call(self, tool_name, args, session, run_id,
+                                           call_id, agent_id, result, error, settle=True))
 
     def observe_call(
         self, tool_name: str, args: Any, *, session: str, result: Any = MISSING,
@@ -84,7 +82,7 @@ class LoopGuard(GuardCore):
         """Feed a call that has already run (a saved transcript, a tailed log): the verdict the
         guard would have given before it, and the one after its outcome, in one transaction.
         A call that would have been blocked is still recorded as having run."""
-        return drive(self, ObserveCall.of(self, tool_name, args, session, run_id, call_id,
+        return drive(self, Observe.of(self, tool_name, args, session, run_id, call_id,
                                           agent_id, result, error))
 
     # -- a turn, a compaction, the history ---------------------------------------------------

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base.types import MISSING
-from ..guard import LoopGuard, Verdict, append_note
+from ..guard import EndOfRun, ExitBehavior, LoopGuard, Verdict, append_note
+from ..guard.asking import DEFAULT_MAX_GRANTS
+from ._mcp_asking import McpAsks
 from ._mcp_messages import (
     _annotate_error,
     _created_task,
@@ -139,10 +141,14 @@ class McpLoopGuard:
         self, guard: LoopGuard, *, session: str | None = None, agent_id: str | None = None,
         max_pending_calls: int = DEFAULT_MAX_PENDING_CALLS,
         max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+        exit_behavior: ExitBehavior = "end", max_grants: int = DEFAULT_MAX_GRANTS,
     ) -> None:
         self.guard = guard
         self.session = session or f"mcp-{uuid.uuid4()}"
         self.agent_id = agent_id
+        # "ask": the terminal stop is elicited (_mcp_asking); else it blocks, as every stop.
+        self._asks = None if exit_behavior != "ask" else McpAsks(
+            guard, EndOfRun("ask", max_grants=max_grants), self.session, agent_id, self._await)
         #: What the connection gave up to stay bounded (evicted calls, unreadable lines...).
         self.stats = ProxyStats()
         self._in_flight = PendingCalls(max_pending_calls, max_pending_bytes, self.stats)
@@ -175,7 +181,7 @@ class McpLoopGuard:
         replies: list[Any] = []  # earlier batches a cancellation completed
         share = None if size is None else size // max(len(message), 1)
         for item in message:
-            forward, reply = await self._client_message(item, share)
+            forward, reply = await self._client_message(item, share, batched=True)
             if forward is not None:
                 forwards.append(forward)
             if isinstance(reply, dict):
@@ -233,14 +239,17 @@ class McpLoopGuard:
 
     # -- client -> upstream ------------------------------------------------------------------
 
-    async def _client_message(self, message: Any, size: int | None) -> tuple[Any, Any]:
+    async def _client_message(self, message: Any, size: int | None,
+                              batched: bool = False) -> tuple[Any, Any]:
         """What to forward, and what to answer: a blocked call's response (a dict), or the
         array of a batch whose last awaited call was cancelled."""
         if not isinstance(message, dict):
             return message, None
         method = message.get("method")
         if method == "tools/call" and "id" in message:
-            return await self._tools_call(message, size)
+            return await self._tools_call(message, size, batched)
+        if self._asks is not None and (answered := await self._asks.from_client(message)):
+            return answered  # the answer to a question: the held call, forwarded or blocked
         if method in _TASK_METHODS and "id" in message and self._tasks:
             task_id = _task_param(message.get("params"))
             if task_id in self._tasks:
@@ -257,7 +266,7 @@ class McpLoopGuard:
                 return message, self._batches.cancel(key)
         return message, None
 
-    async def _tools_call(self, message: dict[str, Any], size: int | None
+    async def _tools_call(self, message: dict[str, Any], size: int | None, batched: bool
                           ) -> tuple[Any, dict[str, Any] | None]:
         params = message.get("params")
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
@@ -279,6 +288,10 @@ class McpLoopGuard:
             agent_id=self.agent_id,
         )
         if verdict.action == "block":
+            if self._asks is not None and verdict.terminate and not batched and (ask := await (
+                    self._asks.at_stop(message, verdict, InFlight(name, args, run_id, call_id,
+                                                                  None, size)))):
+                return None, ask  # the call waits for the human's answer (a batch: never)
             return None, blocked_response(message["id"], verdict)
         self._await(key, InFlight(name, args, run_id, call_id, verdict, size))
         return message, None
@@ -295,7 +308,7 @@ class McpLoopGuard:
         if "method" in message or "id" not in message:
             # Notifications and server-to-client requests pass through; a task's status is read.
             if message.get("method") == "notifications/tasks/status" and self._tasks:
-                await self._task_status(message.get("params"))
+                await _task_status(self, message.get("params"))
             return message
         key = _id_key(message["id"])
         flight = self._in_flight.pop(key)
@@ -349,26 +362,8 @@ class McpLoopGuard:
                 del self._tasks[task_id]
                 return await self._outcome(task.flight, message, task.notes)
         elif isinstance(result, dict):
-            await self._task_status(result)
+            await _task_status(self, result)
         return message
-
-    async def _task_status(self, task: Any) -> None:
-        """A task's state (a ``Task``): a failure is the call's outcome, a cancelled task
-        will have none."""
-        if not isinstance(task, dict):
-            return
-        task_id = task.get("taskId")
-        entry = self._tasks.get(task_id) if isinstance(task_id, str) else None
-        if entry is None:
-            return
-        status = task.get("status")
-        if status == "cancelled":
-            del self._tasks[task["taskId"]]
-        elif status == "failed" and entry.notes is None:
-            message = task.get("statusMessage")
-            error = message if isinstance(message, str) and message else "task failed"
-            after = await self._record(entry.flight, error=error)
-            entry.notes = _notes(entry.flight.before, after)
 
     async def _record(self, flight: InFlight, *, result: Any = MISSING,
                       error: Any = MISSING) -> Verdict:
@@ -376,6 +371,25 @@ class McpLoopGuard:
             flight.tool, flight.args, session=self.session, result=result, error=error,
             run_id=flight.run_id, call_id=flight.call_id, agent_id=self.agent_id,
         )
+
+
+async def _task_status(core: McpLoopGuard, task: Any) -> None:
+    """A task's state (a ``Task``): a failure is the call's outcome, a cancelled task will have
+    none."""
+    if not isinstance(task, dict):
+        return
+    task_id = task.get("taskId")
+    entry = core._tasks.get(task_id) if isinstance(task_id, str) else None
+    if entry is None:
+        return
+    status = task.get("status")
+    if status == "cancelled":
+        del core._tasks[task["taskId"]]
+    elif status == "failed" and entry.notes is None:
+        message = task.get("statusMessage")
+        error = message if isinstance(message, str) and message else "task failed"
+        after = await core._record(entry.flight, error=error)
+        entry.notes = _notes(entry.flight.before, after)
 
 
 def _json_size(message: Any) -> int:

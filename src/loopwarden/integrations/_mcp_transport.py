@@ -25,7 +25,8 @@ import orjson
 
 from ..base.log import get_logger
 from ..config import LoopDetectionConfig
-from ..guard import LoopGuard
+from ..guard import ExitBehavior, LoopGuard
+from ..guard.asking import DEFAULT_MAX_GRANTS
 from ._mcp_guard import McpLoopGuard
 from ._mcp_messages import _dump
 from ._mcp_pending import DEFAULT_MAX_PENDING_BYTES, DEFAULT_MAX_PENDING_CALLS
@@ -77,6 +78,8 @@ async def run_proxy(
     max_pending_calls: int = DEFAULT_MAX_PENDING_CALLS,
     max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
     handle_signals: bool = False,
+    exit_behavior: ExitBehavior = "end",
+    max_grants: int = DEFAULT_MAX_GRANTS,
 ) -> int:
     """Start ``command`` (the real MCP server) and proxy between our stdio and its stdio until
     either side closes.
@@ -90,7 +93,9 @@ async def run_proxy(
     one JSON-RPC message in either direction; an over-long one is not forwarded (see
     :data:`DEFAULT_MAX_MESSAGE_BYTES`). ``max_pending_calls`` and ``max_pending_bytes`` bound
     the calls kept while they await the upstream's answer; past them the oldest is evicted
-    unrecorded (see :mod:`._mcp_pending`)."""
+    unrecorded (see :mod:`._mcp_pending`). ``exit_behavior="ask"`` elicits the terminal stop
+    from a client that takes elicitations, up to ``max_grants`` "continue" answers a run (see
+    :mod:`._mcp_asking`); otherwise the terminal stop blocks, as every stop does."""
     if not command:
         raise ValueError("run_proxy needs the MCP server command to start")
     limit = max_message_bytes if max_message_bytes is not None else max_message_bytes_from_env()
@@ -99,7 +104,8 @@ async def run_proxy(
     core = McpLoopGuard(guard or LoopGuard(LoopDetectionConfig(enabled=True)),
                         session=session, agent_id=agent_id,
                         max_pending_calls=max_pending_calls,
-                        max_pending_bytes=max_pending_bytes)
+                        max_pending_bytes=max_pending_bytes,
+                        exit_behavior=exit_behavior, max_grants=max_grants)
     loop = asyncio.get_running_loop()
     signalled: asyncio.Future[int] = loop.create_future()
     caught = _catch_signals(loop, signalled) if handle_signals else []

@@ -53,7 +53,9 @@ def hooks(
     ``matcher`` limits the tool hooks to some tools (Claude Code's matcher syntax, e.g.
     ``"Bash|mcp__.*"``); by default every tool is guarded. ``agent_id`` names the OpenClaw
     agent on the events. ``exit_behavior`` (``"end"``, ``"error"`` or ``"continue"``) is what
-    the terminal stop does (module docstring). Merge with your own hooks by extending the lists.
+    the terminal stop does (module docstring); ``"ask"`` ends the run as ``"end"`` does and
+    logs why: an SDK session's permission prompts go to your program, not to a user.
+    Merge with your own hooks by extending the lists.
     """
     handler = ClaudeCodeHook(guard, agent_id=agent_id,
                              exit_behavior=check_exit_behavior(exit_behavior))

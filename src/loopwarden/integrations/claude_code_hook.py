@@ -32,32 +32,59 @@ release. ``"error"`` answers the same way:
 a hook cannot raise into the host (the Agent SDK turns a raising callback into a failed hook,
 which Claude Code counts as no decision — the call would run), so stopping Claude with the stop
 message is the error the host sees. ``"continue"`` only denies, as before.
+
+``"ask"`` puts the terminal call before the user in Claude Code's own permission prompt
+(``permissionDecision: "ask"``, the guard's question as the reason) when the session has a user
+(``can_ask``; see :func:`~loopwarden.integrations._hook_asks.attended`). The hook never sees
+the answer; the next hooks read it from what happens (:mod:`._hook_asks`): the call's
+``PostToolUse`` means yes — the run's grant is recorded and its loop counts start over — and
+its batch settling without one (``PostToolBatch``) or the next prompt starting means no, a
+``stop``. A "no" that leaves the run going (``claude -p`` where the hook could not tell, or an
+amended prompt) is asked again at the next stop, at most ``max_grants + 1`` times a run; past
+that, or once the grants are used, or without a user, the run ends as with ``"end"``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, cast, get_args
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..base.errors import HookPayloadError
+from ..base.log import get_logger
 from ..guard import (
     STOP_MESSAGE,
     TERMINAL_SIBLING_TEXT,
     TERMINAL_TEXT,
     CompactionLoopPersistedError,
+    EndOfRun,
+    ExitBehavior,
     LoopGuard,
+    Question,
     Verdict,
 )
+from ..guard import check_exit_behavior as check_exit_behavior
+from ..guard.asking import DEFAULT_MAX_GRANTS
+from ..guard.verdicts import EXIT_BEHAVIORS as EXIT_BEHAVIORS
+from ._hook_asks import HookAsks
+from ._hook_asks import attended as attended
 
 __all__ = [
     "BATCH_EVENT",
     "HANDLED_EVENTS",
     "ClaudeCodeHook",
+    "ExitBehavior",
     "HookPayloadError",
+    "ask_output",
+    "attended",
     "batch_stop_output",
     "check_exit_behavior",
 ]
+
+log = get_logger("loopwarden")
+
+#: Who answered, in the record, when the hook learns the user's answer to its prompt.
+ANSWERED_BY = "claude-code user"
 
 HANDLED_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact")
 """The hook events the guard acts on; every other event gets an empty answer."""
@@ -67,10 +94,6 @@ BATCH_EVENT = "PostToolBatch"
 denied call (see the module docstring); it reads only the payload, never the guard."""
 
 Output = dict[str, Any]
-
-ExitBehavior = Literal["end", "error", "continue"]
-"""What a door does at the terminal stop (named like LangChain's ``ToolCallLimitMiddleware``)."""
-EXIT_BEHAVIORS: tuple[str, ...] = get_args(ExitBehavior)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,40 +113,115 @@ class ClaudeCodeHook:
     ``agent_id`` is the OpenClaw agent whose config applies; it is attached to the events.
     ``handle`` returns the output with Claude Code's own key names (``continue``); the Agent
     SDK door renames them for the SDK. ``exit_behavior`` is what the terminal stop does (see
-    the module docstring).
+    the module docstring); under ``"ask"``, ``can_ask`` says whether the session has a user to
+    ask, and ``max_grants`` how many "continue" answers a run may get.
     """
 
     guard: LoopGuard
     agent_id: str | None = None
     exit_behavior: ExitBehavior = "end"
+    can_ask: bool = False
+    max_grants: int = DEFAULT_MAX_GRANTS
+    end_of_run: EndOfRun = field(init=False, repr=False)
+    asks: HookAsks = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        check_exit_behavior(self.exit_behavior)
+        self.end_of_run = EndOfRun(self.exit_behavior, max_grants=self.max_grants)
+        self.asks = HookAsks(self.guard, self.max_grants, ANSWERED_BY, self.agent_id)
+
+    @property
+    def asking(self) -> bool:
+        """Whether the terminal stop may ask the user (``"ask"``, and a way to hear back)."""
+        return self.exit_behavior == "ask" and self.asks.possible
 
     def handle(self, payload: Mapping[str, Any]) -> Output:
         """The hook output for ``payload`` (``{}`` for an event loopwarden does not handle);
         raises :class:`HookPayloadError` for a payload it cannot read."""
         if isinstance(payload, Mapping) and payload.get("hook_event_name") == BATCH_EVENT:
+            if self.asking:
+                self._batch_settled(payload)
             return batch_stop_output(payload, exit_behavior=self.exit_behavior)
         plan = self._plan(payload)
         if plan is None:
             return {}
         try:
-            return plan.reply(plan.call(**plan.kwargs))
+            if self.asking:
+                self._before(payload)
+            verdict = plan.call(**plan.kwargs)
+            if self._asks_now(payload, verdict):
+                return self._ask(payload, verdict)
+            return plan.reply(verdict)
         except CompactionLoopPersistedError as exc:
             return compaction_stop_output(exc)
 
     async def ahandle(self, payload: Mapping[str, Any]) -> Output:
         """Like :meth:`handle`, without blocking the event loop."""
+        if self.asking:  # the questions' bookkeeping is a few sync store reads: off the loop
+            import asyncio  # (here: the command hook never needs it, and starts faster)
+
+            return await asyncio.to_thread(self.handle, payload)
         if isinstance(payload, Mapping) and payload.get("hook_event_name") == BATCH_EVENT:
             return batch_stop_output(payload, exit_behavior=self.exit_behavior)
         plan = self._plan(payload)
         if plan is None:
             return {}
         try:
-            return plan.reply(await plan.acall(**plan.kwargs))
+            verdict = await plan.acall(**plan.kwargs)
+            if self._asks_now(payload, verdict):  # "ask" without a user: ends the run
+                return self._ask(payload, verdict)
+            return plan.reply(verdict)
         except CompactionLoopPersistedError as exc:
             return compaction_stop_output(exc)
+
+    # -- exit_behavior="ask" -----------------------------------------------------------------
+
+    def _asks_now(self, payload: Mapping[str, Any], verdict: Any) -> bool:
+        return (self.exit_behavior == "ask" and isinstance(verdict, Verdict)
+                and verdict.action == "block" and verdict.terminate
+                and payload.get("hook_event_name") == "PreToolUse")
+
+    def _before(self, payload: Mapping[str, Any]) -> None:
+        """Record what the user answered to earlier questions, as far as this event tells."""
+        event = payload.get("hook_event_name")
+        session = _required_str(payload, "session_id")
+        if event in ("PostToolUse", "PostToolUseFailure"):
+            # The call ran: the user let it (the guard admits it in the run's fresh window,
+            # and the outcome is recorded next as usual).
+            self.asks.approved(session, _optional_str(payload.get("tool_use_id")),
+                               payload.get("tool_input") or {})
+        elif event == "PreToolUse":
+            # A question left open in an earlier run: the user said no, and the run ended
+            # (Claude Code interrupts the turn) before its batch settled.
+            prompt = _prompt_of(run_id_of(payload))
+            self.asks.denied(q for q in self.asks.pending(self.asks.events(session))
+                             if _prompt_of(q.run_id) != prompt)
+
+    def _batch_settled(self, payload: Mapping[str, Any]) -> None:
+        """The batch's calls are settled: a question about one of them still open was
+        answered no (an approved call's PostToolUse came before this)."""
+        session = _optional_str(payload.get("session_id"))
+        calls = payload.get("tool_calls")
+        if session is None or not isinstance(calls, list):
+            return
+        ids = {call.get("tool_use_id") for call in calls if isinstance(call, Mapping)}
+        self.asks.denied(q for q in self.asks.pending(self.asks.events(session))
+                         if q.call_id in ids)
+
+    def _ask(self, payload: Mapping[str, Any], verdict: Verdict) -> Output:
+        """The terminal call put before the user, or the run ended (no user to ask, no grant
+        left, or asked as often as a run may be)."""
+        ending = pre_tool_use_output(verdict, exit_behavior="end")
+        if self.end_of_run.action(True, can_ask=self.can_ask and self.asking) != "ask":
+            return ending
+        session, run = _required_str(payload, "session_id"), run_id_of(payload)
+        asked = self.asks.asks_in_run(self.asks.events(session), run)
+        if asked > self.max_grants:  # every "no" left the run going: do not ask forever
+            log.warning("loopwarden: run %s was asked %d times and goes on looping; ending it",
+                        run, asked)
+            return ending
+        question = self.guard.ask(verdict, session=session, run_id=run, agent_id=self.agent_id,
+                                  max_grants=self.max_grants, channel="claude-code prompt")
+        return ending if question is None else ask_output(question)
 
     def _plan(self, payload: Mapping[str, Any]) -> _GuardCall | None:
         if not isinstance(payload, Mapping):
@@ -156,6 +254,13 @@ class ClaudeCodeHook:
                           lambda v: context_output(event, v.note))
 
 
+def ask_output(question: Question) -> Output:
+    """Put the call before the user in Claude Code's permission prompt, the question as the
+    reason (Claude Code shows it there; the model never sees it)."""
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask",
+                                   "permissionDecisionReason": question.text}}
+
+
 def batch_stop_output(payload: Mapping[str, Any], *,
                       exit_behavior: ExitBehavior = "end") -> Output:
     """Stop Claude when the settled batch holds a call this hook denied as terminal (its result
@@ -177,13 +282,6 @@ def run_id_of(payload: Mapping[str, Any]) -> str | None:
     if agent is None:
         return prompt
     return f"{prompt or ''}/agent:{agent}"
-
-
-def check_exit_behavior(value: object) -> ExitBehavior:
-    """``value`` as an :data:`~loopwarden.guard.ExitBehavior`; a ``ValueError`` else."""
-    if value not in EXIT_BEHAVIORS:
-        raise ValueError(f"exit_behavior must be one of {', '.join(EXIT_BEHAVIORS)}, not {value!r}")
-    return cast(ExitBehavior, value)  # one of EXIT_BEHAVIORS, checked above
 
 
 def pre_tool_use_output(verdict: Verdict, *, exit_behavior: ExitBehavior = "end") -> Output:
@@ -254,6 +352,11 @@ def _headline(verdict: Verdict) -> str:
     if d is None:
         return verdict.message or "tool loop"
     return f"tool loop ({d.detector}, {d.count} calls)"
+
+
+def _prompt_of(run: str | None) -> str | None:
+    """The user prompt a run belongs to (a sub-agent's run is inside its prompt's)."""
+    return None if run is None else run.split("/agent:", 1)[0]
 
 
 def _required_str(payload: Mapping[str, Any], key: str) -> str:

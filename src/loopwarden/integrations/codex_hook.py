@@ -21,16 +21,27 @@ The terminal stop: Codex cannot end a run from a tool hook — a PreToolUse answ
 the terminal text, and the guard keeps the run stopped
 (:attr:`~loopwarden.guard.LoopGuard.deny_after_stop`): every later call of the turn is denied
 with :data:`~loopwarden.guard.STOP_MESSAGE`, none runs, and the model is left to answer.
+
+``exit_behavior="ask"`` cannot ask here: Codex 0.171.0 has no ask answer for a hook (it logs
+"PreToolUse hook returned unsupported permissionDecision:ask" and runs the call), so the
+terminal stop is the one above, with a warning on stderr saying the run was not asked.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..guard import TERMINAL_TEXT, CompactionLoopPersistedError, LoopGuard, Verdict
+from ..guard import (
+    TERMINAL_TEXT,
+    CompactionLoopPersistedError,
+    EndOfRun,
+    ExitBehavior,
+    LoopGuard,
+    Verdict,
+)
 from .claude_code_hook import HookPayloadError, context_output
 
 __all__ = ["HANDLED_EVENTS", "CodexHook", "pre_tool_use_output"]
@@ -48,13 +59,18 @@ class CodexHook:
     """Answers Codex CLI hook payloads with a :class:`~loopwarden.LoopGuard` (which it sets to
     deny every call of a run after its terminal stop: Codex cannot end the run).
 
-    ``agent_id`` is the OpenClaw agent whose config applies; it is attached to the events."""
+    ``agent_id`` is the OpenClaw agent whose config applies; it is attached to the events.
+    ``exit_behavior`` changes nothing but the log: Codex's terminal stop is always the same
+    (``"ask"`` says on stderr that no one was asked)."""
 
     guard: LoopGuard
     agent_id: str | None = None
+    exit_behavior: ExitBehavior = "end"
+    end_of_run: EndOfRun = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.guard.deny_after_stop = True
+        self.end_of_run = EndOfRun(self.exit_behavior)
 
     def handle(self, payload: Mapping[str, Any]) -> Output:
         """The hook output for ``payload`` (``{}`` for an event loopwarden does not handle);
@@ -75,7 +91,10 @@ class CodexHook:
             "agent_id": self.agent_id,
         }
         if event == "PreToolUse":
-            return pre_tool_use_output(self.guard.before_tool_call(**call))
+            verdict = self.guard.before_tool_call(**call)
+            if verdict.terminate:
+                self.end_of_run.action(True, can_ask=False)  # "ask": logs that no one is asked
+            return pre_tool_use_output(verdict)
         try:
             verdict = self.guard.after_tool_call(**call,
                                                  result=_masked(payload.get("tool_response")))

@@ -21,14 +21,18 @@ goes to the user only (``systemMessage``).
 
 The terminal stop: the terminal call is denied and Gemini is stopped (``continue: false`` with
 :data:`~loopwarden.guard.STOP_MESSAGE` as ``stopReason``): Gemini ends the run at once.
-``exit_behavior="continue"`` only denies.
+``exit_behavior="continue"`` only denies. ``"ask"`` ends the run as ``"end"`` does, with a
+warning on stderr: Gemini CLI has an ask answer (``decision: "ask"``, the user confirms the
+call in its prompt) but gives a hook nothing that tells an interactive session from ``gemini
+-p``, where that answer waits for a confirmation no one can give and the run hangs (observed
+in 0.61.0).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.types import MISSING
@@ -36,10 +40,12 @@ from ..guard import (
     STOP_MESSAGE,
     TERMINAL_TEXT,
     CompactionLoopPersistedError,
+    EndOfRun,
+    ExitBehavior,
     LoopGuard,
     Verdict,
 )
-from .claude_code_hook import ExitBehavior, HookPayloadError, check_exit_behavior
+from .claude_code_hook import HookPayloadError
 
 __all__ = ["HANDLED_EVENTS", "GeminiCliHook", "before_tool_output", "outcome_of"]
 
@@ -58,14 +64,15 @@ class GeminiCliHook:
     warn after a call, the only place Gemini takes a hook's context).
 
     ``agent_id`` is the OpenClaw agent whose config applies; ``exit_behavior`` is what the
-    terminal stop does (``end``/``error``: end the run; ``continue``: only deny)."""
+    terminal stop does (``end``/``error``/``ask``: end the run; ``continue``: only deny)."""
 
     guard: LoopGuard
     agent_id: str | None = None
     exit_behavior: ExitBehavior = "end"
+    end_of_run: EndOfRun = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        check_exit_behavior(self.exit_behavior)
+        self.end_of_run = EndOfRun(self.exit_behavior)
         self.guard.post_outcome = self.guard.rolling
 
     def handle(self, payload: Mapping[str, Any]) -> Output:
@@ -86,8 +93,10 @@ class GeminiCliHook:
                                 "args": payload.get("tool_input") or {},
                                 "agent_id": self.agent_id}
         if event == "BeforeTool":
-            return before_tool_output(self.guard.before_tool_call(**call),
-                                      end_run=self.exit_behavior != "continue")
+            verdict = self.guard.before_tool_call(**call)
+            # "ask" cannot ask here (see the module docstring): it ends the run, and says so.
+            action = self.end_of_run.action(verdict.terminate, can_ask=False)
+            return before_tool_output(verdict, end_run=action != "recover")
         result, error = outcome_of(payload.get("tool_response"))
         try:
             verdict = self.guard.after_tool_call(**call, result=result, error=error)

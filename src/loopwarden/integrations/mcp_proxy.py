@@ -25,7 +25,12 @@ answer (annotated with the call's warning), or a ``failed`` status (``tasks/get`
 ``tasks/cancel``, ``notifications/tasks/status``). A cancelled task records nothing.
 
 The proxy cannot end its client's run: MCP has no message for that. At the terminal stop it
-keeps blocking the looping calls.
+keeps blocking the looping calls. With ``exit_behavior="ask"`` it asks first, when the client
+declared the ``elicitation`` capability: the call is held and the client gets an
+``elicitation/create`` with the guard's question and a one-field form (continue / stop);
+"continue" forwards the call and starts the run's loop counts over, anything else blocks it
+(see ``_mcp_asking``). A client without elicitation gets the blocked result, and the log says
+the run was not asked.
 
 :class:`McpLoopGuard` is the transport-free translation; :func:`run_proxy` wires it between our
 stdin/stdout and the upstream process. They live in private modules next to this one, whose

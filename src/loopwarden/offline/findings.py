@@ -53,11 +53,17 @@ def replay(
     calls: Iterable[ToolCall],
     config: LoopDetectionConfig | None = None,
     profiles: object = None,
+    outcomes: list[str | None] | None = None,
 ) -> list[Finding]:
-    """Findings for a call stream, in call order (``index`` is the call's 0-based position)."""
+    """Findings for a call stream, in call order (``index`` is the call's 0-based position).
+
+    ``outcomes``, when given, receives each call's outcome as the guard recorded it (its result
+    hash, volatile fields stripped; None when it recorded none): whether a later call "made
+    progress" is judged by the same identity the detectors use.
+    """
     events: list[LoopEvent] = []
-    guard = LoopGuard(config, store=MemoryStore(idle_ttl=None, max_sessions=None),
-                      profiles=profiles)
+    store = MemoryStore(idle_ttl=None, max_sessions=None)
+    guard = LoopGuard(config, store=store, profiles=profiles)
     guard.sinks[:] = [events.append]  # a replay reports findings; it does not log like a live agent
     findings: list[Finding] = []
     for index, call in enumerate(calls):
@@ -65,10 +71,22 @@ def replay(
         before, _ = guard.observe_call(call.tool_name, call.args, session=_SESSION,
                                        result=call.result, error=call.error,
                                        run_id=call.run_id, call_id=call_id)
+        if outcomes is not None:
+            outcomes.append(_recorded_outcome(store, call_id))
         if events:  # a warn or block before the call emits one event; later ones are post-outcome
             _collect(findings, events, index, call, 1 if before.action != "allow" else 0,
                      terminal=before.terminate)
     return findings
+
+
+def _recorded_outcome(store: MemoryStore, call_id: str) -> str | None:
+    state = store.load(_SESSION)
+    if state is None:
+        return None
+    for record in reversed(state.history[-4:]):  # the call's record is the newest, or nearly
+        if record.call_id == call_id:
+            return record.result_hash
+    return None
 
 
 def _collect(findings: list[Finding], events: list[LoopEvent], index: int, call: ToolCall,

@@ -30,9 +30,20 @@ from typing import Any
 from ..base.types import MISSING, ToolCall
 from ..config import LoopDetectionConfig
 from ..fingerprint import args_hash, json_bytes
+from .efficacy import (
+    DEFAULT_WITHIN,
+    NUDGE_ACTIONS,
+    SEEN_MARKERS_BYTES,
+    CallKey,
+    NudgeOutcome,
+    RunIndex,
+    judge,
+    seen_nudge,
+)
 from .findings import Finding, replay
 from .transcripts import ReadProblem, detect_format, read_transcript
 from .transcripts._common import not_regular_reason
+from .transcripts._formats import BY_NAME
 
 __all__ = ["FileScan", "scanning"]
 
@@ -74,6 +85,26 @@ def output_text(result: Any, error: Any = None) -> str:
     return json_bytes(result).decode("utf-8", "replace")  # (as output_chars: never crashes)
 
 
+def _measure(result: Any, error: Any) -> tuple[int, str | bytes | None]:
+    """One call's output: its characters (as :func:`output_chars` counts them) and the text a
+    model read (searched for the loop messages it was shown)."""
+    if result is MISSING or result is None:
+        if error is None or error is MISSING:
+            return 0, None
+        text = str(error)
+        return len(text), text
+    if isinstance(result, str):
+        return len(result), result
+    if isinstance(result, Mapping):
+        content = result.get("content")
+        if isinstance(content, list):
+            parts = [part["text"] for part in content
+                     if isinstance(part, Mapping) and isinstance(part.get("text"), str)]
+            return sum(len(part) for part in parts), "\n".join(parts)
+    data = json_bytes(result)
+    return len(data), data
+
+
 @dataclass(slots=True)
 class CallTrace:
     """The little a report needs per call, collected while the calls stream into replay."""
@@ -86,19 +117,36 @@ class CallTrace:
     #: quotes the looping calls' output and may tokenize it. Off by default, since it keeps a
     #: whole transcript's results alive.
     outputs: list[tuple[Any, Any]] | None = None
+    #: Each call's outcome as the replaying guard recorded it (its result hash, volatile
+    #: fields stripped; None: none recorded), filled by :func:`replay`.
+    results: list[str | None] = field(default_factory=list)
+    #: The loop messages the transcript itself shows its model: (call index, stage, detector).
+    seen: list[tuple[int, str, str]] = field(default_factory=list)
     _keys: dict[int, str] = field(default_factory=dict)
 
     def observe(self, calls: Iterable[ToolCall]) -> Iterator[ToolCall]:
         """Pass ``calls`` through, noting each one's tool, run, output size and arguments."""
         outputs = self.outputs
         for call in calls:
+            chars, text = _measure(call.result, call.error)
+            if text:
+                self._note_seen(len(self.tools), text)
             self.tools.append(call.tool_name)
             self.runs.append(call.run_id)
-            self.chars.append(output_chars(call.result, call.error))
+            self.chars.append(chars)
             self.args.append(call.args)
             if outputs is not None:
                 outputs.append((call.result, call.error))
             yield call
+
+    def _note_seen(self, index: int, text: str | bytes) -> None:
+        if isinstance(text, bytes):
+            if not any(marker in text for marker in SEEN_MARKERS_BYTES):
+                return
+            text = text.decode("utf-8", "replace")
+        found = seen_nudge(text)
+        if found is not None:
+            self.seen.append((index, *found))
 
     def output(self, index: int) -> str | None:
         """Call ``index``'s output text, or None when outputs were not kept."""
@@ -108,6 +156,11 @@ class CallTrace:
 
     def __len__(self) -> int:
         return len(self.tools)
+
+    def call_key(self, index: int) -> CallKey:
+        """Call ``index``'s identity for judging a nudge (its args hashed on demand)."""
+        return CallKey(self.runs[index], self.tools[index], self.key(index),
+                       self.results[index] if index < len(self.results) else None)
 
     def key(self, index: int) -> str:
         """The call's (tool, args hash) identity; hashed lazily, only near findings."""
@@ -248,6 +301,11 @@ class FileScan:
     output_chars: int
     problems: list[ReadProblem]
     trace: CallTrace | None = None  # per-call data for plots; dropped once no longer needed
+    #: Did the nudges work: one outcome per replayed warning/block and per loop message the
+    #: transcript showed its model (see :mod:`loopwarden.offline.efficacy`).
+    nudges: list[NudgeOutcome] = field(default_factory=list)
+    #: Set when the file was read as a forced format it is not: why (its format is None).
+    mismatch: str | None = None
 
     def first(self, action: str) -> Finding | None:
         """The first finding with ``action`` ("warn" or "block")."""
@@ -282,6 +340,7 @@ class FileScan:
             "spans": [{"start": s.start, "end": s.end, "detector": s.detector, "tool": s.tool,
                        "level": s.level} for s in self.spans],
             "problems": [{"line": p.line, "message": p.message} for p in self.problems],
+            "nudges": [outcome.to_json() for outcome in self.nudges],
         }
 
 
@@ -292,6 +351,27 @@ def _finding_json(finding: Finding) -> dict[str, Any]:
     return {key: getattr(finding, key) for key in _FINDING_KEYS}
 
 
+def nudge_outcomes(trace: CallTrace, findings: Sequence[Finding],
+                   within: int = DEFAULT_WITHIN) -> list[NudgeOutcome]:
+    """Whether the model changed course after each replayed warning or block (``replay``: it
+    never saw them, so this is how often it turns on its own) and after each loop message the
+    transcript shows it (``seen``), within ``within`` later calls of the run."""
+    if not findings and not trace.seen:
+        return []
+    runs = RunIndex(trace.runs, trace.call_key)
+    outcomes: list[NudgeOutcome] = []
+    for finding in findings:
+        if finding.action in NUDGE_ACTIONS and finding.index < len(trace):
+            outcome, after = judge(runs, finding.index, finding.detector, within)
+            outcomes.append(NudgeOutcome(finding.index, finding.action, finding.detector,
+                                         finding.tool, outcome, after, "replay"))
+    for index, stage, detector in trace.seen:
+        outcome, after = judge(runs, index, detector, within, own_result=False)
+        outcomes.append(NudgeOutcome(index, stage, detector, trace.tools[index], outcome, after,
+                                     "seen"))
+    return outcomes
+
+
 def scan_file(
     path: str | Path,
     config: LoopDetectionConfig | None = None,
@@ -299,12 +379,15 @@ def scan_file(
     profiles: object = None,
     format: str = "auto",
     keep_outputs: bool = False,
+    nudge_within: int = DEFAULT_WITHIN,
 ) -> FileScan:
     """Replay one transcript through the guard, streaming; never raises for a bad file.
 
     Anything but a regular file (a FIFO, a device, a dangling link) is not opened: its scan
     has no format and one problem saying what it is. ``keep_outputs`` keeps every call's
     result in the trace, for a report that quotes them (see :attr:`CallTrace.outputs`).
+    ``nudge_within`` is how many later calls a nudge has to show an effect
+    (:attr:`FileScan.nudges`).
     """
     path = Path(path)
     problems: list[ReadProblem] = []
@@ -317,7 +400,13 @@ def scan_file(
     name = detect_format(path) if format == "auto" else format
     trace = CallTrace(outputs=[] if keep_outputs else None)
     calls = read_transcript(path, name or "auto", on_problem=problems.append)
-    findings = replay(trace.observe(calls), config, profiles)
+    findings = replay(trace.observe(calls), config, profiles, outcomes=trace.results)
+    mismatch = _format_mismatch(path, format, len(trace), problems)
+    if mismatch is not None:
+        return FileScan(path=str(path), format=None, calls=0, findings=[], spans=[],
+                        loop_calls=0, loop_chars=0, output_chars=0,
+                        problems=[ReadProblem(str(path), None, mismatch), *problems],
+                        trace=CallTrace(), mismatch=mismatch)
     spans = loop_spans(trace, findings)
     covered = covered_ranges(spans)
     return FileScan(
@@ -331,13 +420,34 @@ def scan_file(
         output_chars=sum(trace.chars),
         problems=problems,
         trace=trace,
+        nudges=nudge_outcomes(trace, findings, nudge_within),
     )
 
 
+def _format_mismatch(path: Path, format: str, calls: int,
+                     problems: Sequence[ReadProblem]) -> str | None:
+    """Why a file read as the forced ``format`` does not parse as it (no tool call read, and
+    the content is not that format), or None. A file of that format without tool calls, and
+    an empty file, parse."""
+    if format == "auto" or calls or path.stat().st_size == 0:
+        return None
+    detected = detect_format(path)
+    if detected == format:
+        return None
+    expected = BY_NAME[format].shape
+    found = (f"it reads as {detected} (--format auto or --format {detected} scans it)"
+             if detected is not None else "it is no transcript format loopwarden knows"
+             + (f"; {len(problems)} read problems" if problems else ""))
+    return f"does not parse as --format {format}: no tool call read, {found}; expected {expected}"
+
+
 def _scan_task(path: Path, config: LoopDetectionConfig | None, format: str,
-               keep_trace: bool) -> FileScan:
-    result = scan_file(path, config, format=format, keep_outputs=keep_trace)
-    return result if keep_trace else result.without_trace()
+               keep_trace: bool, nudge_within: int = DEFAULT_WITHIN) -> FileScan:
+    result = scan_file(path, config, format=format, keep_outputs=keep_trace,
+                       nudge_within=nudge_within)
+    # A report draws and quotes only transcripts with findings: a clean one's trace (every
+    # call's arguments and outputs) would be pickled back to the parent for nothing.
+    return result if keep_trace and result.findings else result.without_trace()
 
 
 def _ignore_interrupts() -> None:
@@ -354,17 +464,19 @@ def _chunk_size(files: int, jobs: int) -> int:
 @contextmanager
 def scanning(paths: Sequence[Path], config: LoopDetectionConfig | None = None, *,
              format: str = "auto", jobs: int = 1,
-             keep_traces: bool = True) -> Iterator[Iterator[FileScan]]:
+             keep_traces: bool = True,
+             nudge_within: int = DEFAULT_WITHIN) -> Iterator[Iterator[FileScan]]:
     """:func:`scan_file` over ``paths``: the scans, in the order of ``paths``.
 
     With ``jobs > 1`` (and two files or more) a pool of ``jobs`` worker processes scans the
     files in chunks; each scan is the same as a serial one, and they come back in the same
     order. The work is handed out on entry, before the caller starts threads of its own (a
     progress bar), so workers are never forked from a process running them. ``keep_traces``
-    keeps each scan's per-call trace and outputs (for a report); False drops the trace in the
-    worker, so it is never sent back.
+    keeps the per-call trace and outputs of each scan with findings (for a report); False
+    drops every trace in the worker, so none is sent back.
     """
-    task = functools.partial(_scan_task, config=config, format=format, keep_trace=keep_traces)
+    task = functools.partial(_scan_task, config=config, format=format, keep_trace=keep_traces,
+                             nudge_within=nudge_within)
     if jobs <= 1 or len(paths) < 2:
         yield (task(path) for path in paths)
         return

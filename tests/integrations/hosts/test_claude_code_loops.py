@@ -68,9 +68,6 @@ def test_same_failure_with_a_fresh_argument_is_stopped(release: str, tmp_path: P
     work = tmp_path / "work"
     record = run_claude(claude_binary(release), tmp_path,
                         lambda n: bash(work, f"cat missing-{n}.txt"))
-    if record.denied_at is None:
-        pytest.xfail("the same failure with a fresh argument needs failure identity (the "
-                     f"detectors work), not on this branch yet: {record}")
     _stopped(record)
 
 

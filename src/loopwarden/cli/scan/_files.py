@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...config import LoopDetectionConfig
+from ...offline.efficacy import DEFAULT_WITHIN
 from ...offline.report.table import STDIN, Row, ShownNames
 from ...offline.scan import FileScan, scanning
-from ...offline.transcripts import ReadProblem, iter_transcript_files
+from ...offline.transcripts import ReadProblem, detect_format, iter_transcript_files
 from ._options import _progress
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class Skipped:
     path: str
     reason: str
     explicit: bool  # named on the command line, not found by walking a folder
+    error: bool = False  # did not parse as the forced --format: an input error (exit 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,8 @@ class ScanOutcome:
 
 def _scan_all(paths: Sequence[Path], config: LoopDetectionConfig, format: str,
               report: HtmlReport | None, jobs: int | None = None,
-              stdin_file: Path | None = None) -> ScanOutcome:
+              stdin_file: Path | None = None,
+              nudge_within: int = DEFAULT_WITHIN) -> ScanOutcome:
     """Scan file by file; only each file's summary outlives its scan (bounded memory)."""
     arguments = [stdin_file if stdin_file is not None and str(path) == STDIN else path
                  for path in paths]
@@ -68,20 +71,31 @@ def _scan_all(paths: Sequence[Path], config: LoopDetectionConfig, format: str,
     rows: list[Row] = []
     workers = jobs if jobs is not None else _default_jobs([path for path, _ in files])
     with scanning([path for path, _ in files], config, format=format, jobs=workers,
-                  keep_traces=report is not None) as results, \
+                  keep_traces=report is not None, nudge_within=nudge_within) as results, \
             _progress(len(files), "scanning") as advance:
         for (path, argument), result in zip(files, results, strict=True):
             advance(path.name)
             if stdin_file is not None and path == stdin_file:
                 result = _from_stdin(result)
             if result.format is None:
-                reason = result.problems[0].message if result.problems else "not read"
-                skipped.append(Skipped(result.path, reason, _real(path) in named))
+                skipped.append(_skipped(result, path, explicit=_real(path) in named))
                 continue
             if report is not None:
                 report.add(result)
             rows.append(Row(names.name(result.path, argument), result.without_trace()))
     return ScanOutcome(rows, skipped, nothing_usable=not listable and not rows)
+
+
+def _skipped(result: FileScan, path: Path, *, explicit: bool) -> Skipped:
+    """Why ``result`` was not scanned. A file that does not parse as the forced --format is an
+    error when it was named, or when it is a transcript of another format; one found in a
+    folder that is no transcript at all is passed over, as with --format auto."""
+    reason = result.problems[0].message if result.problems else "not read"
+    if result.mismatch is None:
+        return Skipped(result.path, reason, explicit)
+    if not explicit and detect_format(path) is None:
+        return Skipped(result.path, "not a recognised transcript format", explicit)
+    return Skipped(result.path, reason, explicit, error=True)
 
 
 def _walk(arguments: Sequence[Path | None],

@@ -11,9 +11,11 @@ from rich.console import Console
 from rich.text import Text
 
 from ...config import LoopDetectionConfig
+from ...offline.efficacy import DEFAULT_WITHIN, efficacy, rate_text
+from ...offline.report._text import printable
 from ...offline.report.table import Row, print_scan_table
 from ...offline.scan import FileScan
-from .._common import note
+from .._common import note, stderr
 from ._files import ScanOutcome, Skipped
 from ._options import _settings
 
@@ -29,17 +31,27 @@ def _failed(scans: Sequence[FileScan], fail_on: str) -> bool:
 
 
 def _scan_json(outcome: ScanOutcome, listed: Sequence[FileScan],
-               config: LoopDetectionConfig) -> dict[str, Any]:
+               config: LoopDetectionConfig, nudge_within: int = DEFAULT_WITHIN) -> dict[str, Any]:
     """``listed`` are the files to show (``--only-findings``, ``--sort``); totals count all."""
     skipped = outcome.skipped
     return {
         "files": [scan.to_json() for scan in listed],
         "skipped": [skip.path for skip in skipped],
-        "skip_reasons": [{"path": skip.path, "reason": skip.reason, "explicit": skip.explicit}
-                         for skip in skipped],
+        "skip_reasons": [{"path": skip.path, "reason": skip.reason, "explicit": skip.explicit,
+                          "error": skip.error} for skip in skipped],
         "config": _settings(config),
         "totals": _totals(outcome.scans),
+        "nudge_efficacy": nudge_efficacy(outcome.scans, nudge_within),
     }
+
+
+def nudge_efficacy(scans: Sequence[FileScan], within: int) -> dict[str, Any]:
+    """Did the nudges work, over every scanned file: for the loop messages the transcripts
+    showed their models (``seen``), and for the replayed findings, which the models never
+    saw (``replay``: how often a model changes course on its own)."""
+    nudges = [nudge for scan in scans for nudge in scan.nudges]
+    return {source: efficacy([n for n in nudges if n.source == source], within)
+            for source in ("seen", "replay")}
 
 
 def _totals(scans: Sequence[FileScan]) -> dict[str, int]:
@@ -55,7 +67,7 @@ def _totals(scans: Sequence[FileScan]) -> dict[str, int]:
 
 
 def _print_scan(paths: Sequence[Path], outcome: ScanOutcome, rows: Sequence[Row],
-                list_all: bool) -> None:
+                list_all: bool, nudge_within: int = DEFAULT_WITHIN) -> None:
     console = Console()
     title = "loopwarden scan: " + ", ".join(str(path) for path in paths)
     print_scan_table(console, title, rows, list_clean=list_all)
@@ -65,7 +77,25 @@ def _print_scan(paths: Sequence[Path], outcome: ScanOutcome, rows: Sequence[Row]
         f"{totals['files_with_findings']} with findings ({totals['files_blocked']} blocked); "
         f"{totals['loop_calls']} calls and {totals['loop_chars']:,} characters of tool output "
         "inside loops."))
+    line = _nudge_line(nudge_efficacy(outcome.scans, nudge_within))
+    if line:
+        console.print(Text(line))
     _print_problems(outcome.scans, outcome.skipped)
+
+
+def _nudge_line(figures: dict[str, Any]) -> str:
+    """One sentence on whether the models changed course after the nudges (empty: none)."""
+    seen, replay = figures["seen"], figures["replay"]
+    parts = []
+    if seen["all"]["nudges"]:
+        parts.append(f"loop messages the transcripts showed their model: {seen['all']['nudges']}, "
+                     f"{rate_text(seen['all'])}")
+    if replay["all"]["nudges"]:
+        parts.append("replayed findings (never shown to the model): "
+                     f"{rate_text(replay['all'], 'changed course on their own')}")
+    if not parts:
+        return ""
+    return f"Nudges (within {seen['within']} calls): " + "; ".join(parts) + "."
 
 
 def _print_problems(scans: Sequence[FileScan], skipped: Sequence[Skipped]) -> None:
@@ -83,12 +113,18 @@ def _loud(skip: Skipped) -> bool:
 
 
 def _print_skipped(skipped: Sequence[Skipped], *, summary: bool = True) -> None:
-    """One note per skipped path that deserves one; a count for the ordinary non-transcripts."""
-    loud = [skip for skip in skipped if _loud(skip)]
+    """One line per file that did not parse as the forced --format (every one: they make the
+    exit code 2); one note per other skipped path that deserves one; a count for the ordinary
+    non-transcripts."""
+    for skip in skipped:
+        if skip.error:
+            stderr().print(Text(f"error: {printable(skip.path)}: {printable(skip.reason)}",
+                                style="red"), soft_wrap=True)
+    loud = [skip for skip in skipped if _loud(skip) and not skip.error]
     for skip in loud[:10]:
         note(f"skipped {skip.path}: {skip.reason}")
     if len(loud) > 10:
         note(f"skipped {len(loud) - 10} more files" + (" (see --json)" if summary else ""))
-    quiet = len(skipped) - len(loud)
+    quiet = sum(not _loud(skip) for skip in skipped)
     if quiet and summary:
         note(f"skipped {quiet} files that are not recognised transcripts")

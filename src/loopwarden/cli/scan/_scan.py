@@ -9,6 +9,7 @@ import typer
 from rich.text import Text
 
 from ...config import LoopDetectionConfig
+from ...offline.efficacy import DEFAULT_WITHIN
 from ...offline.report._text import json_text, printable
 from ...offline.report.table import CLEAN_LIST_LIMIT, SORTS, STDIN, sort_rows
 from ...offline.transcripts import FORMATS
@@ -69,6 +70,12 @@ def scan(
         bool, typer.Option("--all", help="List every clean transcript (without it, more than "
                                          f"{CLEAN_LIST_LIMIT} are one count line).")
     ] = False,
+    nudge_within: Annotated[
+        int, typer.Option("--nudge-within", min=1,
+                          help="Nudge efficacy: later calls of its run in which a warning, "
+                               "block or ask must be followed by a change of course to count "
+                               "as heeded.")
+    ] = DEFAULT_WITHIN,
     jobs: Annotated[
         int | None, typer.Option("--jobs", "-j", min=1,
                                  help="Worker processes (default: the number of CPU cores; "
@@ -79,24 +86,31 @@ def scan(
     """Replay transcripts through the loop guard and show where it would warn or block.
 
     Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or input
-    errors (a missing path, a bad config, no argument that could be scanned).
+    errors (a missing path, a bad config, no argument that could be scanned, a transcript that
+    does not parse as the forced --format: the other files are still scanned and shown).
     """
     config = _config_or_exit(config_path, agent, preset)
     check_paths_exist([path for path in paths if str(path) != STDIN])
-    report = _html_report(config, tokenizer, price_per_mtok) if html is not None else None
+    report = (_html_report(config, tokenizer, price_per_mtok, nudge_within)
+              if html is not None else None)
     if html is None and (tokenizer != "chars" or price_per_mtok is not None):
         note("--tokenizer and --price-per-mtok only change the --html report")
     with stdin_copy(paths) as stdin_file:
-        outcome = _scan_all(paths, config, format, report, jobs, stdin_file)
+        outcome = _scan_all(paths, config, format, report, jobs, stdin_file, nudge_within)
     if report is not None and html is not None:
         _write_html(report, html)
     rows = sort_rows([row for row in outcome.rows if row.scan.findings or not only_findings],
                      sort)
     if as_json:
-        write_out(json_text(_scan_json(outcome, [row.scan for row in rows], config), indent=2))
+        write_out(json_text(_scan_json(outcome, [row.scan for row in rows], config,
+                                       nudge_within), indent=2))
         _print_skipped([skip for skip in outcome.skipped if _loud(skip)], summary=False)
     else:
-        _print_scan(paths, outcome, rows, list_all)
+        _print_scan(paths, outcome, rows, list_all, nudge_within)
+    unparsed = sum(skip.error for skip in outcome.skipped)
+    if unparsed:
+        # An input error outranks findings: a gate cannot vouch for a file it could not read.
+        fail(f"{unparsed} transcript(s) did not parse as --format {format}")
     if outcome.nothing_usable:
         fail("nothing to scan: no argument is a transcript or a folder that can be listed")
     if _failed(outcome.scans, fail_on):
@@ -112,7 +126,7 @@ def _write_html(report: HtmlReport, path: Path) -> None:
 
 
 def _html_report(config: LoopDetectionConfig, tokenizer: str,
-                 price_per_mtok: float | None) -> HtmlReport:
+                 price_per_mtok: float | None, nudge_within: int) -> HtmlReport:
     import importlib.util
 
     # matplotlib (the optional "report" extra) is imported only when a plot is drawn; check
@@ -128,4 +142,4 @@ def _html_report(config: LoopDetectionConfig, tokenizer: str,
     except TokenizerError as exc:  # before the scan: a long scan must not end in this error
         fail(str(exc))
     return HtmlReport(settings=_settings(config), tokens=tokens, price_per_mtok=price_per_mtok,
-                      background=True)
+                      background=True, nudge_within=nudge_within)

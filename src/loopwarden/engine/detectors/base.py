@@ -16,6 +16,19 @@ if TYPE_CHECKING:  # only annotations: the detectors need no profile code
 Level = Literal["warning", "critical"]
 T = TypeVar("T")
 
+# What can wake a detector: the O(1) facts about a run's window that the engine reads once per
+# call before asking any pre-check (:attr:`Detector.wakes`). A call that wakes no detector that
+# is on is never measured, and no pre-check is asked.
+#: The call's arguments are in the run's window (a repeat, a ping-pong side, a cycle's step).
+WAKE_REPEAT = 1
+#: The newest record is a veto, or this tool's and not a settled plain result (pending, a
+#: no-progress flag, an outcome kind, an unknown-tool or an echo failure).
+WAKE_TAIL = 2
+#: The window holds an outcome with an error identity.
+WAKE_ERRORS = 4
+#: Any call: a detector that does not say what wakes it is always asked.
+WAKE_ALWAYS = WAKE_REPEAT | WAKE_TAIL | WAKE_ERRORS
+
 
 @dataclass(frozen=True, slots=True)
 class Detection:
@@ -71,6 +84,9 @@ class Prospect:
     mutating: bool = False
     pacing: bool = False
     wait_ms: int = 0
+    # ``detectors.equivalentArguments``: the hash of the arguments without the keys that only
+    # restate a default (``args_hash`` when there are none); None while the switch is off.
+    core_hash: str | None = None
 
 
 class Score(NamedTuple):
@@ -173,6 +189,9 @@ class Detector(ABC, Generic[T]):
     #: Whether it reads failures' identities with the call's own argument values masked
     #: (``CallRecord.echo_failure_hash``, which the engine then computes).
     reads_failure_echo: bool = False
+    #: What can wake it (``WAKE_*`` flags): :meth:`may_fire` is False whenever none of them
+    #: holds, so the engine skips asking it then.
+    wakes: int = WAKE_ALWAYS
 
     def enabled(self, limits: Limits) -> bool:
         """Whether any of its rows can fire under these switches: a detector whose switches

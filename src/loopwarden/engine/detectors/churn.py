@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...fingerprint.outcomes import OUTCOME_WRITE_MUTATION
 from ..history import CallRecord, RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
+from .base import WAKE_TAIL, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import tool_tail_may_reach
 
 CHURN_MIN_REPEATS = 3
@@ -94,6 +94,7 @@ class ChurnDetector(Detector[Churn]):
     """``argument_churn`` (warning only); other warnings also report it as a liveness signal."""
 
     __slots__ = ()
+    wakes = WAKE_TAIL
     name = "argument_churn"
     switches = ("argument_churn",)
     empty = NO_CHURN

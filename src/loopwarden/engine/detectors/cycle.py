@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..history import OUTCOME_VETO, OUTCOME_WRITE_MUTATION, CallRecord, RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
+from .base import WAKE_REPEAT, Detector, Facts, Limits, Prospect, Rule, Score
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +165,7 @@ class CycleDetector(Detector[Cycle]):
     """``cycle``, and the ``global_circuit_breaker`` for a cycle that insists."""
 
     __slots__ = ()
+    wakes = WAKE_REPEAT
     name = "cycle"
     switches = ("cycle",)
     empty = NO_CYCLE

@@ -4,7 +4,7 @@ arguments. On with ``detectors.errorRepeat`` (unset: the preset decides, on for 
 from __future__ import annotations
 
 from ..history import RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
+from .base import WAKE_ERRORS, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import NO_STREAK, Streak, error_streak
 
 
@@ -12,6 +12,7 @@ class ErrorRepeatDetector(Detector[Streak]):
     """``error_repeat``: this tool failing with one error, whatever the arguments."""
 
     __slots__ = ()
+    wakes = WAKE_ERRORS
     name = "error_repeat"
     switches = ("error_repeat",)
     empty = NO_STREAK

@@ -2,8 +2,11 @@
 arguments change, because the error text echoes them ("ls: cannot access '/srv/data-7': No
 such file or directory" for ``ls /srv/data-7``, then ``/srv/data-8``...). The call's own
 argument values are masked in the failure text before its identity is taken, so these
-failures repeat; a different message, errno or exit code is still a different failure. On in
-both presets at the warning and critical thresholds; off with ``detectors.failureRepeat``."""
+failures repeat; a different message, errno or exit code is still a different failure. Values
+labelled as ids (``id="a8f3c2"``, ``"messageId": "m-17"``, ``request id: 7f3a``) are masked
+too, at any depth of JSON escaping, so a fresh id in an error body never makes a new failure.
+On in both presets at the warning and critical thresholds; off with
+``detectors.failureRepeat``."""
 
 from __future__ import annotations
 
@@ -12,9 +15,10 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ...base.text import text_id
 from ...fingerprint.volatile import mask_volatile
 from ..history import OUTCOME_TERMINAL_EXEC_FAILURE, OUTCOME_VETO, RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
+from .base import WAKE_TAIL, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import NO_STREAK, Streak
 
 _MIN_TOKEN = 3  # shorter argument values ("-l", "1") would mask ordinary words and digits
@@ -29,6 +33,24 @@ _FOOTER_REACH = 64  # the footer is searched for in the text's end only
 _STATUS_ONLY = re.compile(
     r"(?:\s|<arg>|exit code \d+|\(?command exited with code \d+\)?|error|failed|[.:#()\[\]-])*",
     re.IGNORECASE)
+# A value labelled as an id: a name that is or ends in "id" (``id``, ``messageId``,
+# ``request_id``, ``message id``), ``uuid`` or ``nonce``, then ``=`` or ``:``, each side maybe
+# quoted with any run of backslashes (JSON text inside JSON text); group 1 is the value.
+_ID_FIELD = re.compile(
+    r"(?:\b(?:[A-Za-z][A-Za-z0-9]*[ _-])?(?:id|ID|Id|uuid|UUID|nonce)|[a-z0-9](?:Id|ID|Uuid))"
+    r"(?:\\*[\"'])?[ \t]*[:=][ \t]*(?:\\*[\"'])?([A-Za-z0-9][A-Za-z0-9._+/-]*)")
+# A text result that reads as a failure although its host gave no failure signal (Codex hands
+# hooks a shell's output without its exit code): a line ending in an errno description,
+# "command not found", or starting with ``error:`` / ``fatal:``, in a short output.
+_ERRNO_LINE = re.compile(
+    r"^\S[^\n]*: (?:No such file or directory|Permission denied|Not a directory|Is a directory|"
+    r"command not found|File exists|Directory not empty|Operation not permitted|"
+    r"Read-only file system|No space left on device|Connection refused|Connection timed out|"
+    r"Network is unreachable|No such device or address|Input/output error|Invalid argument|"
+    r"Exec format error|Text file busy|Device or resource busy)\s*$"
+    r"|^(?:error|fatal)(?:\[[\w-]+\])?: \S",
+    re.MULTILINE)
+_ERROR_TEXT_REACH = 2048  # a longer output is a listing or a log, not one failure
 
 
 def _leaves(value: Any, depth: int = 0) -> Iterator[str]:
@@ -50,7 +72,8 @@ def _leaves(value: Any, depth: int = 0) -> Iterator[str]:
 
 def argument_tokens(args: Any) -> list[str]:
     """The argument values a failure may echo: each string or number in ``args`` and each
-    word of it (a command's paths and ids), quotes stripped, longest first."""
+    word of it (a command's paths and ids), quotes stripped, a URL's host and path, and each
+    as it reads inside JSON text (``C:\\\\work`` for ``C:\\work``); longest first."""
     tokens: set[str] = set()
     try:
         for leaf in _leaves(args):
@@ -60,6 +83,7 @@ def argument_tokens(args: Any) -> list[str]:
                 token = token.strip(_QUOTES)
                 if len(token) >= _MIN_TOKEN:
                     tokens.add(token)
+                    tokens.update(_echo_forms(token))
             if len(tokens) > _MAX_TOKENS:
                 break
     except Exception:
@@ -69,13 +93,38 @@ def argument_tokens(args: Any) -> list[str]:
     return sorted(tokens, key=lambda t: (-len(t), t))[:_MAX_TOKENS]
 
 
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://([^/?#\s]+)([^?#\s]*(?:\?[^#\s]*)?)", re.IGNORECASE)
+
+
+def _echo_forms(token: str) -> list[str]:
+    """Other forms an error may echo ``token`` in: a URL's host, path (with its query) and
+    path without its trailing slash; the JSON-escaped text of a value with quotes or
+    backslashes."""
+    forms: list[str] = []
+    url = _URL.fullmatch(token)
+    if url is not None:
+        forms += [url.group(1), url.group(2), url.group(2).rstrip("/")]
+    if "\\" in token or '"' in token:
+        forms.append(token.replace("\\", "\\\\").replace('"', '\\"'))
+    return [form for form in forms if len(form) >= _MIN_TOKEN]
+
+
 def echo_masked(text: str, args: Any) -> str:
     """``text`` with the call's own argument values masked (whole values only: a value inside a
-    longer word stays), then its volatile spans (times, ids, pids)."""
+    longer word stays), then values labelled as ids, then its volatile spans (times, ids,
+    pids)."""
     for token in argument_tokens(args):  # longest first; str.find: no regex to compile per call
         if token in text:
             text = _mask_whole(text, token)
+    if "id" in text or "ID" in text or "Id" in text or "nonce" in text:
+        text = _ID_FIELD.sub(_masked_id, text)
     return mask_volatile(text)
+
+
+def _masked_id(match: re.Match[str]) -> str:
+    start, end = match.span(1)
+    whole = match.group(0)
+    return whole[: start - match.start()] + "<id>" + whole[end - match.start():]
 
 
 def _is_word(char: str) -> bool:
@@ -111,14 +160,24 @@ def failure_text(result: Any, error: str | None, outcome_kind: str | None,
         return reported
     if isinstance(result, str) and _EXIT_FOOTER.search(result[-_FOOTER_REACH:]) is not None:
         return result  # a shell's text output that ends by saying the command failed
+    if isinstance(result, str) and reads_as_failure(result):
+        return result  # a shell's output that is an error, its exit code not given
     if outcome_kind == OUTCOME_TERMINAL_EXEC_FAILURE and isinstance(result, Mapping):
         details = result.get("details")
         if isinstance(details, Mapping) and isinstance(details.get("aggregated"), str):
-            return str(details["aggregated"])
+            # (A different exit code is a different failure, whatever the output says.)
+            return f"{details['aggregated']}\n(exit code {text_id(details.get('exitCode'))})"
         content = result.get("content")
         if isinstance(content, list):
             return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, Mapping))
     return None
+
+
+def reads_as_failure(text: str) -> bool:
+    """Whether a short text output says the command failed (``ls: cannot access 'x': No such
+    file or directory``, ``error: unexpected argument 'get' found``) though no exit code came
+    with it."""
+    return len(text) <= _ERROR_TEXT_REACH and _ERRNO_LINE.search(text) is not None
 
 
 #: Marks the identity of a failure whose text echoed the call's own argument values.
@@ -139,11 +198,12 @@ def echo_failure_identity(text: str, args: Any, args_hash: str) -> str:
 
 def failure_streak(state: SessionState, run: str | None, tool: str) -> Streak:
     """The newest outcomes of ``tool`` failing with one argument-masked identity, over at least
-    two different argument sets (identical calls are generic repeats). Vetoes are skipped; a
-    pending call, another tool's call or a success ends it."""
+    two different calls or raw outcomes (the same call failing with the same text is a
+    generic repeat). Vetoes are skipped; a pending call, another tool's call or a success
+    ends it."""
     count = 0
     identity: str | None = None
-    variants: set[str] = set()
+    seen: set[tuple[str, str | None]] = set()
     for r in state.reversed_run(run):
         if r.outcome_kind == OUTCOME_VETO:
             continue
@@ -154,19 +214,22 @@ def failure_streak(state: SessionState, run: str | None, tool: str) -> Streak:
         elif r.echo_failure_hash != identity:
             break
         # A failure that echoes its arguments counts every time; one that does not counts once
-        # per argument set: the same error over a few argument sets in turn ("permission
-        # denied" for paths a, b, a, ...) is OpenClaw's argument churn, a warning only (spec
-        # scenario 72), while fresh arguments failing alike count at each call.
-        if identity.startswith(ECHOED) or r.args_hash not in variants:
+        # per argument set and raw outcome: the same error text over a few argument sets in
+        # turn ("permission denied" for paths a, b, a, ...) is OpenClaw's argument churn, a
+        # warning only (spec scenario 72), while fresh arguments, or a fresh id or time in
+        # the error text, count at each call.
+        variant = (r.args_hash, r.result_hash)
+        if identity.startswith(ECHOED) or variant not in seen:
             count += 1
-        variants.add(r.args_hash)
-    return Streak(count, identity) if count and len(variants) > 1 else NO_STREAK
+        seen.add(variant)
+    return Streak(count, identity) if count and len(seen) > 1 else NO_STREAK
 
 
 class FailureRepeatDetector(Detector[Streak]):
     """``failure_repeat``: this tool failing the same way with fresh arguments."""
 
     __slots__ = ()
+    wakes = WAKE_TAIL
     name = "failure_repeat"
     switches = ("failure_repeat",)
     empty = NO_STREAK

@@ -1,22 +1,40 @@
 """The no-progress streak of one exact call (§d.3), read by three families of rows: the
 ``global_circuit_breaker`` (always on), ``known_poll_no_progress`` (``detectors.
-knownPollNoProgress``) and ``generic_repeat`` (``detectors.genericRepeat``)."""
+knownPollNoProgress``) and ``generic_repeat`` (``detectors.genericRepeat``).
+
+loopwarden's equivalent argument forms (``detectors.equivalentArguments``) widen "one exact
+call" to the call written with or without keys that only restate a default (``{}`` and
+``{"model": "default"}``, see :mod:`loopwarden.fingerprint.defaults`): the streak over every
+form, like the exact one, holds only while the results are identical, so a key whose value
+matters (its result differs) merges nothing. Its rows report ``generic_repeat``."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from ..history import RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
-from .streaks import NO_STREAK, Streak, no_progress_streak, progress_streak, tool_tail_may_reach
+from .base import WAKE_REPEAT, WAKE_TAIL, Detector, Facts, Limits, Prospect, Rule, Score
+from .streaks import (
+    NO_STREAK,
+    Streak,
+    no_progress_streak,
+    progress_streak,
+    tool_tail_may_reach,
+    walk_same_args,
+)
+
+#: The switch of the equivalent-forms rows (snake_case key of ``detectors``).
+EQUIVALENT_SWITCH = "equivalent_arguments"
 
 
 class NoProgress(NamedTuple):
-    """The streak of identical outcomes, and the identical calls in the window (what
-    OpenClaw's generic-repeat warning counts)."""
+    """The streak of identical outcomes, the identical calls in the window (what OpenClaw's
+    generic-repeat warning counts), and the streak over the call's equivalent forms when it is
+    longer than the exact one's."""
 
     streak: Streak = NO_STREAK
     recent: int = 0
+    equivalent: Streak = NO_STREAK
 
 
 NO_NO_PROGRESS = NoProgress()
@@ -29,27 +47,36 @@ class NoProgressDetector(Detector[NoProgress]):
     OpenClaw's generic-repeat warning compares."""
 
     __slots__ = ()
+    wakes = WAKE_REPEAT | WAKE_TAIL
     name = "no_progress"
     empty = NO_NO_PROGRESS  # (never used: the breaker's rows are always on)
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
-        """The window holds ``warning`` calls with these arguments (``exec``: a failure tail)."""
+        """The window holds ``warning`` calls with these arguments (``exec``: a failure tail),
+        or with equivalent forms of them."""
         # Either count needs ``warning`` records of this exact call, but exec's terminal-failure
         # tail spans different commands.
         if len(view.by_key.get(call.args_hash, ())) >= limits.warning:
+            return True
+        core = call.core_hash
+        if core is not None and (core != call.args_hash or core in view.by_core) and len(
+                view.by_core.get(core, ())) + len(view.by_key.get(core, ())) >= limits.warning:
             return True
         return call.tool_name == "exec" and tool_tail_may_reach(
             view.records, call.tool_name, limits.warning)
 
     def measure(self, state: SessionState, run: str | None, call: Prospect,
                 limits: Limits) -> NoProgress:
-        """(the streak, the identical calls in the window); ``early``'s streak ends at fresh
-        mutations, and a pacing call is neutral (only the hard cap watches it)."""
+        """(the streak, the identical calls in the window, the streak over equivalent forms);
+        ``early``'s streaks end at fresh mutations, and a pacing call is neutral (only the hard
+        cap watches it)."""
         if not limits.progress:
-            return NoProgress(no_progress_streak(state, run, call),
-                              len(state.key_records(run, call.args_hash)))
+            streak = no_progress_streak(state, run, call)
+            return NoProgress(streak, len(state.key_records(run, call.args_hash)),
+                              _equivalent(state, run, call, limits, streak))
         streak = progress_streak(state, run, call)
-        return NoProgress(streak, 0 if call.pacing else len(state.key_records(run, call.args_hash)))
+        return NoProgress(streak, 0 if call.pacing else len(state.key_records(run, call.args_hash)),
+                          _equivalent(state, run, call, limits, streak))
 
     def score(self, facts: Facts, limits: Limits) -> Score:
         """The generic-repeat count (for a known poll, the streak) against the warning threshold,
@@ -57,6 +84,26 @@ class NoProgressDetector(Detector[NoProgress]):
         count = facts[self].streak.count
         generic = count if facts.call.known_poll else repeat_count(facts, limits)
         return Score(warning=generic, critical=count)
+
+
+def _equivalent(state: SessionState, run: str | None, call: Prospect, limits: Limits,
+                exact: Streak) -> Streak:
+    """The no-progress streak over every form of the call with its core hash, when it is
+    longer than ``exact`` (the exact form's own); else NO_STREAK."""
+    core = call.core_hash  # (None while the switch is off: no core hashes are computed)
+    if core is None:
+        return NO_STREAK
+    view = state.run_view(run)
+    if view is None or (core == call.args_hash and core not in view.by_core):
+        return NO_STREAK
+    if limits.progress:
+        if call.pacing:
+            return NO_STREAK
+        merged = progress_streak(state, run, call, core=core)
+    else:
+        merged = walk_same_args(
+            r for r in state.reversed_run(run) if r.args_hash == core or r.core_hash == core)
+    return merged if merged.count > exact.count else NO_STREAK
 
 
 NO_PROGRESS = NoProgressDetector()
@@ -161,4 +208,49 @@ GENERIC_WARNING = Rule(
     lambda f: f"generic:{f.call.tool_name}:{f.call.args_hash}",
     "Loop warning: {tool} called {n} times with identical arguments",
     switch="generic_repeat",
+)
+
+
+def _equivalent_streak(f: Facts) -> Streak:
+    return f[NO_PROGRESS].equivalent
+
+
+def _equivalent_blocks_at(f: Facts, lim: Limits) -> int:
+    """As ``generic_repeat``'s: ``early`` blocks a paced or backing-off repeat at the hard cap."""
+    streak = _equivalent_streak(f)
+    if lim.progress and (streak.paced or streak.compliant):
+        return max(lim.critical, lim.eased_critical)
+    return lim.critical
+
+
+def _core(f: Facts) -> str:
+    return f.call.core_hash or f.call.args_hash
+
+
+EQUIVALENT_CRITICAL = Rule(
+    NO_PROGRESS, "generic_repeat", "critical",
+    lambda f, lim: _equivalent_streak(f).count >= _equivalent_blocks_at(f, lim),
+    lambda f, _: _equivalent_streak(f).count,
+    lambda f, n: (
+        f"CRITICAL: Called {f.call.tool_name} with equivalent arguments and identical outcomes "
+        f"{n} times. Session execution blocked to prevent runaway loops."
+    ),
+    lambda f: (f"generic:{f.call.tool_name}:{_core(f)}:"
+               f"{_equivalent_streak(f).latest_result_hash or 'none'}"),
+    "Critical generic loop detected: {tool} repeated {n} times",
+    switch="equivalent_arguments",
+)
+EQUIVALENT_WARNING = Rule(
+    NO_PROGRESS, "generic_repeat", "warning",
+    lambda f, lim: _equivalent_streak(f).count >= lim.warning
+    and not (lim.progress and _equivalent_streak(f).compliant),
+    lambda f, _: _equivalent_streak(f).count,
+    lambda f, n: (
+        f"WARNING: You have called {f.call.tool_name} {n} times with equivalent arguments and "
+        "identical outcomes. If this is not making progress, stop retrying and report the task "
+        "as failed."
+    ),
+    lambda f: f"generic:{f.call.tool_name}:{_core(f)}",
+    "Loop warning: {tool} called {n} times with identical arguments",
+    switch="equivalent_arguments",
 )

@@ -8,7 +8,7 @@ off with ``detectors.oneToolCycle``."""
 from __future__ import annotations
 
 from ..history import OUTCOME_VETO, RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
+from .base import WAKE_REPEAT, Detector, Facts, Limits, Prospect, Rule, Score
 from .cycle import NO_CYCLE, Cycle, cycle_possible, no_progress_cycle, unpaced_cycle
 
 
@@ -16,6 +16,7 @@ class OneToolCycleDetector(Detector[Cycle]):
     """``cycle`` over one tool's argument sets (``cat a``, ``cat b``, ``cat c``, ``cat a``...)."""
 
     __slots__ = ()
+    wakes = WAKE_REPEAT
     name = "one_tool_cycle"
     switches = ("one_tool_cycle",)
     empty = NO_CYCLE

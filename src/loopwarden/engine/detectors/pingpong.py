@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
+from .base import WAKE_REPEAT, Detector, Facts, Limits, Prospect, Rule, Score
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +98,7 @@ class PingPongDetector(Detector[PingPong]):
     """``ping_pong``: A-B-A-B with this call as the next A."""
 
     __slots__ = ()
+    wakes = WAKE_REPEAT
     name = "ping_pong"
     switches = ("ping_pong",)
     empty = NO_PING_PONG

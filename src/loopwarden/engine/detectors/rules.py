@@ -40,6 +40,7 @@ RULES: tuple[Rule, ...] = (
     one_tool_cycle.CRITICAL,
     pingpong.WARNING,
     no_progress.GENERIC_CRITICAL,
+    no_progress.EQUIVALENT_CRITICAL,
     error_repeat.CRITICAL,
     failure_repeat.CRITICAL,
     # Below every critical, so that a cycle's warning never turns an existing block into a
@@ -48,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     one_tool_cycle.WARNING,
     churn.WARNING,
     no_progress.GENERIC_WARNING,
+    no_progress.EQUIVALENT_WARNING,
     error_repeat.WARNING,
     failure_repeat.WARNING,
 )
@@ -92,6 +94,12 @@ def evaluate(facts: Facts, limits: Limits, rules: Iterable[Rule] = RULES) -> Det
     return None
 
 
+def switched_on(limits: Limits, switch: str) -> bool:
+    """Whether ``limits`` turn on a row with this switch (what a switch that changes how
+    calls are fingerprinted, rather than which detector measures, is read by)."""
+    return any(rule.switch == switch for rule in _precedence_on(limits.switches))
+
+
 def enabled_detectors(limits: Limits) -> tuple[Detector[Any], ...]:
     """The detectors with at least one row that ``limits``' switches leave on."""
     return tuple(d for d in DETECTORS if d.enabled(limits))
@@ -100,7 +108,8 @@ def enabled_detectors(limits: Limits) -> tuple[Detector[Any], ...]:
 Gate = Callable[[RunView, Prospect, Limits], bool]
 
 
-def gates_for(limits: Limits) -> tuple[Gate, ...]:
-    """The ``may_fire`` of every detector that ``limits``' switches leave on (the others' rules
-    cannot fire): when none of them says yes, no rule fires and the call needs no measuring."""
-    return tuple(d.may_fire for d in enabled_detectors(limits))
+def gates_for(limits: Limits) -> tuple[tuple[int, Gate], ...]:
+    """What wakes each detector that ``limits``' switches leave on (the others' rules cannot
+    fire), with its ``may_fire``: when none of them says yes, no rule fires and the call needs
+    no measuring."""
+    return tuple((d.wakes, d.may_fire) for d in enabled_detectors(limits))

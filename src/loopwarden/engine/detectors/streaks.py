@@ -54,7 +54,9 @@ def unknown_tool_streak(state: SessionState, run: str | None, tool: str) -> Stre
     return Streak(count, None, name) if count else NO_STREAK
 
 
-def _walk_same_args(records: Iterable[CallRecord]) -> Streak:
+def walk_same_args(records: Iterable[CallRecord]) -> Streak:
+    """The streak of identical outcomes over ``records`` (one call's, newest first), vetoes
+    counted once anchored."""
     streak = 0
     anchor: str | None = None
     pending_vetoes = 0
@@ -115,7 +117,7 @@ def _walk_terminal_failures(records: Iterable[CallRecord], tool: str) -> Streak:
 def no_progress_streak(state: SessionState, run: str | None, call: Prospect) -> Streak:
     """§d.3: identical outcomes of this exact call (vetoes counted once anchored); for ``exec``
     also a contiguous tail of terminal failures across different commands."""
-    same = _walk_same_args(reversed(state.key_records(run, call.args_hash)))
+    same = walk_same_args(reversed(state.key_records(run, call.args_hash)))
     if call.tool_name != "exec":
         return same
     terminal = _walk_terminal_failures(state.reversed_run(run), call.tool_name)
@@ -131,11 +133,15 @@ def fresh_mutation(state: SessionState, run: str | None, record: CallRecord) -> 
     return not same or same[0] is record
 
 
-def progress_streak(state: SessionState, run: str | None, call: Prospect) -> Streak:
+def progress_streak(
+    state: SessionState, run: str | None, call: Prospect, core: str | None = None
+) -> Streak:
     """``early``'s no-progress streak: identical outcomes of this exact call, newest first,
     ended by a fresh mutation of any other call (a repeat after an edit is a new experiment);
     pacing calls in between stretch the intervals between the calls, which tell fast polling
-    from paced polling and back-off. For ``exec`` also the terminal-failure tail (§d.3)."""
+    from paced polling and back-off. For ``exec`` also the terminal-failure tail (§d.3).
+    With ``core``: over every form of the call with that core hash (equivalent arguments)."""
+    key = call.args_hash if core is None else core
     count = 0
     anchor: str | None = None
     pending_vetoes = 0
@@ -144,7 +150,7 @@ def progress_streak(state: SessionState, run: str | None, call: Prospect) -> Str
     newer: CallRecord | None = None
     trailing: int | None = None
     for r in state.reversed_run(run):
-        if r.args_hash != call.args_hash:
+        if r.args_hash != key and (core is None or r.core_hash != core):
             if fresh_mutation(state, run, r):
                 break
             waited += r.wait_ms
@@ -175,7 +181,7 @@ def progress_streak(state: SessionState, run: str | None, call: Prospect) -> Str
             intervals.append((trailing or 0) + call.wait_ms)
         paced, backoff = _pacing(intervals)
         same = Streak(count, anchor, None, paced or call.pacing, backoff or call.pacing)
-    if call.tool_name != "exec":
+    if call.tool_name != "exec" or core is not None:
         return same
     terminal = _walk_terminal_failures(state.reversed_run(run), call.tool_name)
     return terminal if terminal.count > same.count else same

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..history import OUTCOME_VETO, RunView, SessionState
-from .base import Detector, Facts, Limits, Prospect, Rule, Score
+from .base import WAKE_TAIL, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import NO_STREAK, Streak, unknown_tool_streak
 
 
@@ -11,6 +11,7 @@ class UnknownToolDetector(Detector[Streak]):
     """``unknown_tool_repeat``: the same missing tool called again and again."""
 
     __slots__ = ()
+    wakes = WAKE_TAIL
     name = "unknown_tool"
     empty = NO_STREAK
 

@@ -22,6 +22,7 @@ from ._html_parts import (
     _findings_details,
     _level_badge,
     _money,
+    _nudges_section,
     _problems,
     _s,
     _status_badge,
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
         def tokens(self) -> TokenEstimate: ...
         @property
         def price_per_mtok(self) -> float | None: ...
+        @property
+        def nudge_within(self) -> int: ...
         @property
         def _flagged(self) -> list[_Flagged]: ...
         @property
@@ -116,6 +119,8 @@ class _Page:
             self._loops_section(),
             self._glossary(),
             self._files_section(),
+            _nudges_section([f.scan for f in self.flagged] + list(self.clean),
+                            self.report.nudge_within),
             _clean_section(self.clean, self.root),
             "</main></body></html>",
         ])

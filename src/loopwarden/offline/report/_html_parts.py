@@ -9,7 +9,9 @@ import math
 import os
 from collections.abc import Sequence
 from html import escape
+from typing import Any
 
+from ..efficacy import efficacy, rate_text
 from ..findings import Finding
 from ..scan import FileScan
 from .loops import LoopReport
@@ -162,3 +164,48 @@ def _clean_section(scans: Sequence[FileScan], root: str | None) -> str:
             f"<summary>{count:,} transcript{_s(count)} ({calls:,} calls) with no warning "
             f"or block</summary>{_clean_table(scans, root)}</details></section>")
 
+
+
+_NUDGE_SOURCES = (
+    ("seen", "Loop messages the transcripts showed their model",
+     "Warnings and blocks in the tool results (OpenClaw's <code>[System note: Tool-loop "
+     "warning …]</code>, loopwarden's and OpenClaw's loop messages): did the model change "
+     "course after reading them?"),
+    ("replay", "loopwarden's replayed findings",
+     "The model never saw these: how often it changed course on its own at the points "
+     "loopwarden would have warned or blocked, the baseline a real warning has to beat."),
+)
+
+
+def _nudge_rows(cells: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    return "".join(
+        "<tr>" + _td("stage / detector", "", f"<code>{escape(name)}</code>")
+        + "".join(_td(key, "num", f"{cell[key]:,}")
+                  for key in ("nudges", "heeded", "ignored", "ended"))
+        + _td("heeded", "", escape(rate_text(cell))) + "</tr>"
+        for name, cell in cells)
+
+
+def _nudges_section(scans: Sequence[FileScan], within: int) -> str:
+    """Did the nudges work: heeded / ignored per stage and detector, for the loop messages the
+    transcripts showed their model and for the replayed findings."""
+    nudges = [nudge for scan in scans for nudge in scan.nudges]
+    if not nudges:
+        return ""
+    head = ("<tr><th>stage / detector</th><th class=num>nudges</th><th class=num>heeded</th>"
+            "<th class=num>ignored</th><th class=num>run ended</th><th>rate</th></tr>")
+    parts = ['<section id="nudges"><h2>Did the nudges work?</h2>',
+             f"<p>A nudge is <em>heeded</em> when within the next {within} calls of its run "
+             "the model makes a different call, or the same call gets a different result; "
+             "<em>ignored</em> when it repeats the pattern; a run that ends right after it "
+             "counts neither way.</p>"]
+    for source, title, text in _NUDGE_SOURCES:
+        figures = efficacy([n for n in nudges if n.source == source], within)
+        if not figures["all"]["nudges"]:
+            continue
+        cells = [*figures["by_stage"].items(), *figures["by_detector"].items()]
+        parts.append(f"<h3>{title}: {escape(rate_text(figures['all']))}</h3><p>{text}</p>"
+                     f'<table class="stack"><thead>{head}</thead>'
+                     f"<tbody>{_nudge_rows(cells)}</tbody></table>")
+    parts.append("</section>")
+    return "".join(parts)

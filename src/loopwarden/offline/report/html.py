@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ..efficacy import DEFAULT_WITHIN
 from ..scan import FileScan, covered_ranges
 from ._html_page import _Flagged, _Page
 from ._text import printable
@@ -42,8 +43,10 @@ class HtmlReport:
     def __init__(self, *, title: str = "loopwarden scan",
                  settings: Mapping[str, object] | None = None, plots: bool = True,
                  tokens: TokenEstimate | None = None,
-                 price_per_mtok: float | None = None, background: bool = False) -> None:
+                 price_per_mtok: float | None = None, background: bool = False,
+                 nudge_within: int = DEFAULT_WITHIN) -> None:
         self.title = title
+        self.nudge_within = nudge_within  # what the scans' nudge outcomes were judged with
         self.settings = dict(settings or {})
         self.plots = plots
         self.tokens: TokenEstimate = tokens if tokens is not None else CharsEstimate()

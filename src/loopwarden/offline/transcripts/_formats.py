@@ -37,6 +37,7 @@ class TranscriptFormat:
     name: str
     read: Reader
     rank: int
+    shape: str  # what a file of this format holds, for the message when one does not parse
     head: Callable[[str], bool] | None = None
     record: Callable[[dict[str, Any]], bool] | None = None
     document: Callable[[Any], bool] | None = None
@@ -44,16 +45,26 @@ class TranscriptFormat:
 
 # In the order ``--format`` lists them.
 _TABLE: tuple[TranscriptFormat, ...] = (
-    TranscriptFormat("openclaw", openclaw.read, 1, record=openclaw.sniff),
-    TranscriptFormat("claude-code", claude_code.read, 2, record=claude_code.sniff),
-    TranscriptFormat("claude-code-md", claude_code_md.read, 0, head=claude_code_md.sniff),
-    TranscriptFormat("openai-chat", openai_chat.read, 6, record=openai_chat.sniff,
-                     document=openai_chat.sniff),
-    TranscriptFormat("swe-agent", swe_agent.read, 4, record=swe_agent.sniff,
-                     document=swe_agent.sniff),
-    TranscriptFormat("openhands", openhands.read, 5, record=openhands.sniff,
-                     document=openhands.sniff),
-    TranscriptFormat("loopwarden", loopwarden_jsonl.read, 3, record=loopwarden_jsonl.sniff),
+    TranscriptFormat("openclaw", openclaw.read, 1,
+                     'OpenClaw session JSONL: {"type": "message"} records with toolCall blocks',
+                     record=openclaw.sniff),
+    TranscriptFormat("claude-code", claude_code.read, 2,
+                     "Claude Code session JSONL: assistant records with tool_use blocks",
+                     record=claude_code.sniff),
+    TranscriptFormat("claude-code-md", claude_code_md.read, 0,
+                     'a "# Claude Session Export" Markdown file', head=claude_code_md.sniff),
+    TranscriptFormat("openai-chat", openai_chat.read, 6,
+                     "OpenAI chat messages (a JSON list or JSONL) with tool_calls",
+                     record=openai_chat.sniff, document=openai_chat.sniff),
+    TranscriptFormat("swe-agent", swe_agent.read, 4,
+                     "a SWE-agent .traj JSON document with a trajectory list",
+                     record=swe_agent.sniff, document=swe_agent.sniff),
+    TranscriptFormat("openhands", openhands.read, 5,
+                     "an OpenHands event history (a JSON list, JSONL or a history record)",
+                     record=openhands.sniff, document=openhands.sniff),
+    TranscriptFormat("loopwarden", loopwarden_jsonl.read, 3,
+                     'loopwarden JSONL: one {"tool", "args", "result"} call per line',
+                     record=loopwarden_jsonl.sniff),
 )
 
 FORMATS: tuple[str, ...] = tuple(fmt.name for fmt in _TABLE)
