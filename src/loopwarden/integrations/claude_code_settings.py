@@ -31,7 +31,7 @@ from typing import Any
 
 from ..base.errors import SettingsError
 
-__all__ = ["SettingsError", "hook_command", "http_port_of", "http_url", "install", "uninstall"]
+__all__ = ["SettingsError", "hook_command", "http_url", "install", "uninstall"]
 
 HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
