@@ -49,14 +49,49 @@ def _in_integration_folder(path: Path) -> bool:
     return any(path == folder or folder in path.parents for folder in INTEGRATION_FOLDERS)
 
 
+# The longest tests, longest first (paths under tests/): run first, so that under xdist both
+# workers start on them and no long test is left for one worker at the end while the other
+# idles. From `--durations=60` on the integration tier; a module keeps its tests together.
+LONGEST_FIRST = (
+    "integrations/hosts/test_claude_code_",  # the real Claude Code, ~30 tool calls a run
+    "fingerprint/test_fingerprint_hostile_values.py",
+    "cli/test_cli_preset_options.py",
+    "integrations/hosts/",                   # the real Codex CLI and Gemini CLI
+    "engine/test_fast_paths.py",
+    "cli/test_claude_hook_import.py",
+    "cli/test_claude_hook_resident.py",
+    "fingerprint/test_fingerprint_properties.py",
+    "fingerprint/test_volatile_speed_equivalence.py",
+    "guard/test_guard_hostile_host_properties.py",
+    "guard/test_guard_properties.py",
+    "cli/test_install_claude_code.py",
+    "engine/test_detector_objects.py",
+)
+
+
+def _duration_rank(item: pytest.Item) -> int:
+    path = item.path.relative_to(TESTS).as_posix() if TESTS in item.path.parents else ""
+    return next((rank for rank, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
+                len(LONGEST_FIRST))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under xdist, hand each worker one test at a time when it is free (instead of chunks
+    of consecutive tests), so that the long tests ordered first spread over the workers."""
+    if getattr(config.option, "maxschedchunk", "absent") is None:
+        config.option.maxschedchunk = 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests of the integration folders, and those needing a server or a browser."""
+    """Mark the tests of the integration folders, and those needing a server or a browser;
+    put the longest first (:data:`LONGEST_FIRST`)."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if (_in_integration_folder(item.path)
                 or any(item.get_closest_marker(name) for name in INTEGRATION_MARKERS)
                 or any(name in fixtures for name in INTEGRATION_FIXTURES)):
             item.add_marker(pytest.mark.integration)
+    items.sort(key=_duration_rank)
 
 
 def _selects_integration_tests(markexpr: str) -> bool:

@@ -7,11 +7,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +25,7 @@ from typing import Any
 import pytest
 
 from loopwarden.cli._resident_http import connection_uid
+from loopwarden.cli.claude_check import check_report
 from loopwarden.integrations.claude_code_settings import http_url, install, uninstall
 
 pytestmark = [pytest.mark.integration,
@@ -144,3 +148,57 @@ def test_installer_writes_http_entries_and_the_session_start_command() -> None:
         {"type": "command", "command": "echo hi"}]}]
     assert uninstall(settings)["hooks"] == {"SessionStart": [{"hooks": [
         {"type": "command", "command": "echo hi"}]}]}
+
+
+def _http_settings(tmp_path: Path, port: int) -> tuple[str, Path]:
+    """(a stand-in ``claude`` of the current release, a settings.json holding what
+    ``install claude-code --user --http PORT`` writes)."""
+    claude = tmp_path / "claude"
+    claude.write_text("#!/bin/sh\necho '2.1.332 (Claude Code)'\n")
+    claude.chmod(claude.stat().st_mode | stat.S_IXUSR)
+    command = shlex.join([sys.executable, "-m", "loopwarden", "claude-hook"])  # (it runs)
+    settings = install({}, command, http_port=port, start_command=f"{command} --http-start {port}")
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(settings))
+    return str(claude), path
+
+
+def test_check_recognises_http_hooks_and_says_the_server_answers(server: tuple[int, Path],
+                                                                 tmp_path: Path) -> None:
+    port, _ = server
+    claude, settings = _http_settings(tmp_path, port)
+    code, report = check_report(claude, [settings])
+    assert code == 0, report
+    assert f"hooks in {settings}: all events (http hooks)" in report
+    assert f"http server 127.0.0.1:{port}: answering" in report
+
+
+def test_check_says_when_the_http_server_is_down_or_the_port_taken(tmp_path: Path) -> None:
+    # Down: normal between sessions (the SessionStart hook starts it), so not a failure.
+    claude, settings = _http_settings(tmp_path, _free_port())
+    code, report = check_report(claude, [settings])
+    assert code == 0 and "all events (http hooks)" in report and "not running" in report, report
+    # The SessionStart entry that starts the server is gone: the hooks would never be answered.
+    without_start = json.loads(settings.read_text())
+    del without_start["hooks"]["SessionStart"]
+    settings.write_text(json.dumps(without_start))
+    code, report = check_report(claude, [settings])
+    assert code == 1 and "missing SessionStart" in report, report
+    # Another program on the port: the hooks cannot reach loopwarden.
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen(1)
+        claude, settings = _http_settings(tmp_path, other.getsockname()[1])
+
+        def answer() -> None:
+            conn, _ = other.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+                             b"Connection: close\r\n\r\nhello")
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        code, report = check_report(claude, [settings])
+        thread.join(timeout=30)
+    assert code == 1 and "taken by another program" in report, report

@@ -89,6 +89,25 @@ def test_codex_failure_output_is_recorded_as_the_result_text() -> None:
     assert record.call_id == "call_1" and record.result_hash  # paired by Codex's call id
 
 
+def test_codex_apply_patch_results_differing_only_in_wall_time_are_identical() -> None:
+    """apply_patch's response (captured from Codex 0.171.0) carries its wall time, which the
+    machine's load changes: the same patch's results must still be the same outcome."""
+    guard = LoopGuard()
+    hook = CodexHook(guard)
+    hashes = []
+    for n, wall in enumerate(("0", "0.1", "0.02"), 1):
+        pre, post = codex_call(n)
+        patch = "*** Begin Patch\n*** Update File: notes.txt\n@@\n-x\n+x\n*** End Patch\n"
+        for payload in (pre, post):
+            payload.update(tool_name="apply_patch", tool_input={"command": patch})
+        post["tool_response"] = (f"Exit code: 0\nWall time: {wall} seconds\nOutput:\n"
+                                 "Success. Updated the following files:\nM notes.txt\n")
+        hook.handle(pre)
+        hook.handle(post)
+        hashes.append(guard.history(pre["session_id"])[-1].result_hash)
+    assert hashes[0] and len(set(hashes)) == 1
+
+
 def test_codex_ignores_other_events_and_reports_unreadable_payloads() -> None:
     hook = CodexHook(LoopGuard())
     assert hook.handle(captured("codex", "identical.jsonl", "SessionStart")) == {}

@@ -10,6 +10,7 @@ reported as unsupported: they were never tested, and some lack the events the ho
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import os
@@ -20,8 +21,15 @@ import subprocess
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
+from typing import Any
+from urllib.parse import urlsplit
 
-from ..integrations.claude_code_settings import HOOK_EVENTS, is_loopwarden_command
+from ..integrations.claude_code_settings import (
+    HOOK_EVENTS,
+    http_port_of,
+    http_url,
+    is_loopwarden_command,
+)
 
 Version = tuple[int, int, int]
 
@@ -31,6 +39,7 @@ MINIMUM_VERSION: Version = (2, 1, 197)
 # not; releases in between were not tried, and PostToolBatch ends their runs either way).
 _ENDS_ON_THE_DENIED_CALL: Version = (2, 1, 332)
 _VERSION_TIMEOUT_SECONDS = 30.0
+_HTTP_PROBE_TIMEOUT_SECONDS = 3.0
 # What a probe run sends: an event the hook does not handle, answered at once without reading a
 # config or touching the database.
 _PROBE = json.dumps({"hook_event_name": "SessionStart", "session_id": "loopwarden-install"})
@@ -80,12 +89,56 @@ def behaviours(version: Version) -> list[Behaviour]:
 
 
 def installed_events(settings_path: Path) -> list[str]:
-    """The hook events whose entries in ``settings_path`` run ``loopwarden claude-hook``."""
+    """The hook events whose entries in ``settings_path`` run ``loopwarden claude-hook``, as a
+    command or as an http hook answered by its resident server (SessionStart, which starts
+    that server, aside)."""
     found = []
-    for event, command in _hook_commands(settings_path):
-        if is_loopwarden_command(command) and event not in found:
+    for event, entry in _hook_entries(settings_path):
+        ours = is_loopwarden_command(entry.get("command")) or http_port_of(entry) is not None
+        if ours and event != "SessionStart" and event not in found:
             found.append(event)
     return found
+
+
+def http_ports(settings_path: Path) -> list[int]:
+    """The ports of the resident servers that loopwarden's http hooks in ``settings_path``
+    post to (``install claude-code --http PORT``)."""
+    ports = {http_port_of(entry) for _, entry in _hook_entries(settings_path)}
+    return sorted(port for port in ports if port is not None)
+
+
+def _starts_http_server(settings_path: Path) -> bool:
+    return any(event == "SessionStart" and is_loopwarden_command(entry.get("command"))
+               for event, entry in _hook_entries(settings_path))
+
+
+def http_server_state(port: int) -> tuple[bool, str]:
+    """(whether the http hooks can work, what answers on ``127.0.0.1:port``), asked with a GET,
+    which the server refuses without running anything. Nothing listening is fine: the
+    SessionStart hook starts the server when a session starts."""
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port,
+                                                timeout=_HTTP_PROBE_TIMEOUT_SECONDS)
+        try:
+            connection.request("GET", urlsplit(http_url(port)).path)
+            response = connection.getresponse()
+            status, body = response.status, response.read(200)
+        finally:
+            connection.close()
+    except ConnectionRefusedError:
+        return True, ("not running (the SessionStart hook starts it with the next Claude Code "
+                      "session; until then tool calls go ahead unguarded)")
+    except (OSError, http.client.HTTPException) as exc:
+        return False, f"no answer ({exc or type(exc).__name__}): tool calls go ahead unguarded"
+    if not body.startswith(b"loopwarden:"):
+        return False, (f"taken by another program (HTTP {status}, not loopwarden's server): "
+                       "the hooks cannot reach loopwarden; install again with another --http PORT")
+    if status == 403:
+        return False, ("held by another user's loopwarden server, which refuses this user: "
+                       "install again with another --http PORT")
+    if status == 503:
+        return True, "answering, restarting for new code (the next session starts a fresh one)"
+    return True, "answering (loopwarden's resident server, this user's)"
 
 
 def installed_commands(settings_path: Path) -> list[str]:
@@ -100,6 +153,11 @@ def installed_commands(settings_path: Path) -> list[str]:
 
 
 def _hook_commands(settings_path: Path) -> Iterator[tuple[str, object]]:
+    for event, entry in _hook_entries(settings_path):
+        yield event, entry.get("command")
+
+
+def _hook_entries(settings_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
         settings = json.loads(settings_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -112,7 +170,7 @@ def _hook_commands(settings_path: Path) -> Iterator[tuple[str, object]]:
             entries = group.get("hooks") if isinstance(group, dict) else None
             for entry in entries if isinstance(entries, list) else []:
                 if isinstance(entry, dict):
-                    yield event, entry.get("command")
+                    yield event, entry
 
 
 def probe(command: str) -> str | None:
@@ -222,14 +280,22 @@ def check_report(claude: str | None, settings_paths: list[Path],
             for behaviour in behaviours(version):
                 mark = "yes" if behaviour.supported else "no "
                 lines.append(f"  [{mark}] {behaviour.name}: {behaviour.detail}")
+    complete = False
     for path in settings_paths:
         events = installed_events(path)
         missing = [event for event in HOOK_EVENTS if event not in events]
+        ports = http_ports(path)
+        if ports and not _starts_http_server(path):
+            missing.append("SessionStart (starts the http server)")
+        complete = complete or not missing
         state = "all events" if not missing else (
             "not installed" if not events else f"missing {', '.join(missing)}")
-        lines.append(f"hooks in {path}: {state}")
-    if not any(not [e for e in HOOK_EVENTS if e not in installed_events(p)]
-               for p in settings_paths):
+        lines.append(f"hooks in {path}: {state}" + (" (http hooks)" if ports else ""))
+        for port in ports:
+            works, what = http_server_state(port)
+            ok = ok and works
+            lines.append(f"  http server 127.0.0.1:{port}: {what}")
+    if not complete:
         ok = False
         lines.append("run `loopwarden install claude-code` to install the hooks")
     commands_ok, command_lines = commands_report(settings_paths, shared)

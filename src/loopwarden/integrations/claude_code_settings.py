@@ -89,6 +89,19 @@ def http_url(port: int) -> str:
     return f"http://127.0.0.1:{port}{_HTTP_PATH}"
 
 
+def http_port_of(entry: object) -> int | None:
+    """The port of a loopwarden http hook entry (``{"type": "http", "url": http_url(port)}``),
+    None for any other entry."""
+    if not isinstance(entry, dict) or entry.get("type") != "http":
+        return None
+    url = entry.get("url")
+    prefix = "http://127.0.0.1:"
+    if not isinstance(url, str) or not url.startswith(prefix) or not url.endswith(_HTTP_PATH):
+        return None
+    port = url[len(prefix):-len(_HTTP_PATH)]
+    return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
+
+
 def install(settings: dict[str, Any], command: str, *,
             events: Sequence[str] = HOOK_EVENTS, tool_events: frozenset[str] = _TOOL_EVENTS,
             subcommand: str = _SUBCOMMAND, http_port: int | None = None,

@@ -8,6 +8,9 @@ every call has a ``tool_use_id`` and every turn a ``turn_id``.
 Ids: session = ``session_id`` (Codex's thread), run = ``turn_id`` (one user prompt's turn),
 call id = ``tool_use_id``. The Bash tool's ``tool_response`` is the command's output text
 without its exit code, so a failure reaches the guard only as the text it printed.
+``apply_patch``'s is a text with an ``Exit code``, the patch's output and a ``Wall time: N
+seconds`` line that changes with the machine's load: masked, or no two results of the same
+patch would be identical.
 
 What reaches the model: a blocked call is denied (``permissionDecision: "deny"``), which Codex
 hands to the model as "Command blocked by PreToolUse hook: <reason>"; a warning goes out as
@@ -26,6 +29,7 @@ terminal stop is the one above, with a warning on stderr saying the run was not 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +53,8 @@ HANDLED_EVENTS = ("PreToolUse", "PostToolUse")
 """The Codex hook events loopwarden acts on; every other event gets an empty answer."""
 
 Output = dict[str, Any]
+
+_WALL_TIME_LINE = re.compile(r"^Wall time: [0-9.]+ seconds$", re.MULTILINE)
 
 
 @dataclass(slots=True)
@@ -93,7 +99,8 @@ class CodexHook:
                 self.end_of_run.action(True, can_ask=False)  # "ask": logs that no one is asked
             return pre_tool_use_output(verdict)
         try:
-            verdict = self.guard.after_tool_call(**call, result=payload.get("tool_response"))
+            verdict = self.guard.after_tool_call(**call,
+                                                 result=_masked(payload.get("tool_response")))
         except CompactionLoopPersistedError as exc:
             # Nothing a tool hook sends ends a Codex run: tell the model and the user.
             message = str(exc)
@@ -121,6 +128,13 @@ def pre_tool_use_output(verdict: Verdict) -> Output:
         },
         "systemMessage": f"loopwarden blocked {verdict.tool_name}: {headline}",
     }
+
+
+def _masked(response: object) -> object:
+    """A tool's response with its wall time masked (``apply_patch``'s text carries one)."""
+    if isinstance(response, str):
+        return _WALL_TIME_LINE.sub("Wall time: <time>", response)
+    return response
 
 
 def _required_str(payload: Mapping[str, Any], key: str) -> str:

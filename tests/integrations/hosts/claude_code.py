@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from anthropic_server import MAX_CALLS, Script, ScriptedModel, serve
+from resident_runtime import runtime_dir, stop_servers
 
 from loopwarden.guard import RECOVERY_TEXT, TERMINAL_TEXT
 
@@ -77,23 +78,29 @@ def loopwarden_argv() -> list[str]:
     return [sys.executable, "-m", "loopwarden"]
 
 
-def host_env(home: Path, base_url: str | None = None) -> dict[str, str]:
-    """The environment Claude Code runs in: a private HOME, offline, no telemetry."""
+def host_env(home: Path, base_url: str | None = None, *,
+             resident: bool | None = None) -> dict[str, str]:
+    """The environment Claude Code runs in: a private HOME, offline, no telemetry. With
+    ``resident``, the hooks use their resident server (as users get them: the default) or
+    answer each in its own process; unset, as ``$LOOPWARDEN_HOOK_SERVER`` says (tests: off)."""
+    runtime = runtime_dir(home) if resident else home / "run"
+    server = os.environ.get("LOOPWARDEN_HOOK_SERVER", "0") if resident is None else (
+        "1" if resident else "0")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
-        "XDG_RUNTIME_DIR": str(home / "run"),
+        "XDG_RUNTIME_DIR": str(runtime),
         "ANTHROPIC_API_KEY": "dummy",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "IS_SANDBOX": "1",  # --dangerously-skip-permissions as root
-        "LOOPWARDEN_HOOK_SERVER": os.environ.get("LOOPWARDEN_HOOK_SERVER", "0"),
+        "LOOPWARDEN_HOOK_SERVER": server,
     }
     if base_url is not None:
         env["ANTHROPIC_BASE_URL"] = base_url
-    (home / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
+    runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
     return env
 
 
@@ -128,9 +135,10 @@ def bash(work: Path, command: str) -> tuple[str, dict[str, Any]]:
 
 def run_claude(binary: Path, tmp: Path, script: Script, *, hooks: bool = True,
                mcp_config: dict[str, Any] | None = None,
-               install_options: tuple[str, ...] = ()) -> RunRecord:
+               install_options: tuple[str, ...] = (), resident: bool = True) -> RunRecord:
     """Run ``binary`` once on ``script`` in a fresh HOME under ``tmp`` (the hooks installed
-    with ``install_options``)."""
+    with ``install_options``; ``resident``: the command hooks use their resident server, as
+    users get them, or each answers in its own process)."""
     home, work = tmp / "home", tmp / "work"
     home.mkdir(exist_ok=True)
     work.mkdir(exist_ok=True)
@@ -143,9 +151,12 @@ def run_claude(binary: Path, tmp: Path, script: Script, *, hooks: bool = True,
         config.write_text(json.dumps(mcp_config))
         argv += ["--mcp-config", str(config)]
     with serve(script) as (url, model):
-        proc = subprocess.run(argv, env=host_env(home, url), cwd=work, capture_output=True,
-                              text=True, timeout=_RUN_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL,
-                              check=False)
+        try:
+            proc = subprocess.run(argv, env=host_env(home, url, resident=resident), cwd=work,
+                                  capture_output=True, text=True, timeout=_RUN_TIMEOUT_SECONDS,
+                                  stdin=subprocess.DEVNULL, check=False)
+        finally:
+            stop_servers(home)
     return _record(model, work, proc)
 
 

@@ -10,11 +10,9 @@ Shared by the host tests and ``bench/bench_codex_gemini.py``. The binaries come 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +24,7 @@ from typing import Any
 from codex_gemini_script import WARNING_MARK, Action, Script, Transcript
 from gemini_server import GeminiServer
 from openai_responses_server import ResponsesServer
+from resident_runtime import runtime_dir, stop_servers
 
 REPO = Path(__file__).resolve().parents[3]
 ECHO_SERVER = REPO / "tests" / "integrations" / "mcp_echo_server.py"
@@ -87,8 +86,26 @@ SHAPES: dict[str, Shape] = {
     "mcp": _mcp,
 }
 LOOPS = ("identical", "a-b", "a-b-c", "fresh-failure", "mcp")
-# Codex has no file tool a hook sees: its three-step cycle is three shell commands.
-CODEX_SHAPES: dict[str, Shape] = {**SHAPES, "a-b-c": _commands("echo A", "echo B", "echo C")}
+
+
+def _codex_two_tool_cycle(log: Path) -> Callable[[int], Action | None]:
+    """A, the same patch of a file, B: Codex's cycle over two tools. Its ``apply_patch`` (a
+    freeform tool, offered to models of the gpt-5.5 family: :data:`CODEX_MODELS`) is the
+    second tool a hook sees; the patch rewrites a line as it was, so nothing changes."""
+    notes = log.parent / "work" / "notes.txt"
+    notes.write_text("nothing new\n")
+    patch = ("*** Begin Patch\n*** Update File: notes.txt\n@@\n-nothing new\n+nothing new\n"
+             "*** End Patch\n")
+    steps = [Action(command=f"echo run >> {log}; echo A"),
+             Action(tool="apply_patch", args={"input": patch}),
+             Action(command=f"echo run >> {log}; echo B")]
+    return lambda n: steps[n % 3]
+
+
+CODEX_SHAPES: dict[str, Shape] = {**SHAPES, "a-b-c": _codex_two_tool_cycle}
+# The model name Codex is told, by shape: it picks the tools it offers by the name's family
+# (apply_patch only for gpt-5.5's); "scripted" gets the shell and no file tool.
+CODEX_MODELS = {"a-b-c": "gpt-5.5"}
 
 
 @dataclass
@@ -150,24 +167,10 @@ def _record(host: str, shape: str, transcript: Transcript, log: Path, limit: int
 
 def _base_env(home: Path, resident: bool) -> dict[str, str]:
     """The host's environment: a fresh HOME, and the hooks' resident server (as users get it)
-    in a private runtime folder beside it, or none."""
-    runtime = home.parent / "run"
-    runtime.mkdir(mode=0o700, exist_ok=True)
+    in a private runtime folder beside it (a short path: :mod:`resident_runtime`), or none."""
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-            "LANG": "C.UTF-8", "XDG_RUNTIME_DIR": str(runtime),
+            "LANG": "C.UTF-8", "XDG_RUNTIME_DIR": str(runtime_dir(home.parent)),
             "LOOPWARDEN_HOOK_SERVER": "1" if resident else "0"}
-
-
-def stop_servers(root: Path) -> None:
-    """Stop the resident hook servers the run under ``root`` left (each lock file names its
-    server's pid; only servers of this private runtime folder are there)."""
-    for lock in (root / "run").glob("loopwarden-*/*.lock"):
-        try:
-            pid = int(lock.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -200,7 +203,7 @@ def run_codex(shape: str, root: Path, *, hooks: bool = True, resident: bool = Tr
     env = {**_base_env(home, resident), "CODEX_HOME": str(codex_home), "SCRIPTED_KEY": "dummy"}
     with ResponsesServer(script) as server:
         config = [
-            'model = "scripted"', 'model_provider = "scripted"', 'approval_policy = "never"',
+            f'model = "{CODEX_MODELS.get(shape, "scripted")}"', 'model_provider = "scripted"', 'approval_policy = "never"',
             'sandbox_mode = "danger-full-access"', "", "[model_providers.scripted]",
             'name = "scripted"', f'base_url = "{server.url}"', 'env_key = "SCRIPTED_KEY"',
             'wire_api = "responses"', "",

@@ -69,8 +69,14 @@ class ResponsesServer:
         else:
             self.transcript.calls_made = made + 1
             name, arguments = _call(action, _tool_names(body))
-            item = {"type": "function_call", "id": f"fc_{number}", "call_id": f"call_{number}",
-                    "name": name, "arguments": json.dumps(arguments), "status": "completed"}
+            if name in _tool_names(body, kind="custom"):  # a freeform tool (apply_patch)
+                item = {"type": "custom_tool_call", "id": f"ctc_{number}",
+                        "call_id": f"call_{number}", "name": name,
+                        "input": str(arguments.get("input", "")), "status": "completed"}
+            else:
+                item = {"type": "function_call", "id": f"fc_{number}",
+                        "call_id": f"call_{number}", "name": name,
+                        "arguments": json.dumps(arguments), "status": "completed"}
         response = {"id": f"resp_{number}", "object": "response", "status": "completed",
                     "model": body.get("model", "scripted"), "output": [item],
                     "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
@@ -95,10 +101,11 @@ def _call(action: Action, names: list[str]) -> tuple[str, dict[str, Any]]:
     return name, action.args
 
 
-def _tool_names(body: dict[str, Any]) -> list[str]:
+def _tool_names(body: dict[str, Any], kind: str | None = None) -> list[str]:
+    """The tools the host declared (those of type ``kind`` only, when given)."""
     names: list[str] = []
     for tool in body.get("tools") or []:
-        if isinstance(tool, dict):
+        if isinstance(tool, dict) and kind in (None, tool.get("type")):
             names.append(str(tool.get("name", "")))
             names += [str(t.get("name", "")) for t in tool.get("tools") or []
                       if isinstance(t, dict)]

@@ -1,14 +1,15 @@
 """The real Claude Code binaries, both releases, with ``loopwarden install claude-code --user
 --http PORT``: the tool hooks are http hooks answered by the resident server that the
-SessionStart command hook starts. A loop is still stopped and its run ended; a healthy run is
-untouched; with the server gone, tool calls go ahead (Claude Code's failed http hook is
-non-blocking) and the run completes.
+SessionStart command hook starts. A loop (the A-B shape) is still stopped and its run ended; a
+healthy run with changing output is untouched. These are the A-B and healthy runs of
+test_claude_code_loops.py's shapes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import socket
 from collections.abc import Iterator
@@ -35,10 +36,12 @@ def port() -> Iterator[int]:
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_a_loop_is_stopped_over_http_hooks_and_the_run_ends(release: str, tmp_path: Path,
-                                                            port: int) -> None:
+def test_a_b_ping_pong_is_stopped_over_http_hooks_and_the_run_ends(release: str,
+                                                                   tmp_path: Path,
+                                                                   port: int) -> None:
     work = tmp_path / "work"
-    record = run_claude(claude_binary(release), tmp_path, lambda n: bash(work, "echo hi"),
+    record = run_claude(claude_binary(release), tmp_path,
+                        lambda n: bash(work, "echo A" if n % 2 else "echo B"),
                         install_options=("--http", str(port)))
     print(record)
     assert http_server_pids(port), "the SessionStart hook started no http server"
@@ -46,11 +49,14 @@ def test_a_loop_is_stopped_over_http_hooks_and_the_run_ends(release: str, tmp_pa
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_a_healthy_run_over_http_hooks_is_untouched(release: str, tmp_path: Path,
-                                                    port: int) -> None:
+def test_a_healthy_run_with_changing_output_over_http_hooks_is_never_denied(
+        release: str, tmp_path: Path, port: int) -> None:
+    # The same command, a new answer each time: progress.
     work = tmp_path / "work"
+    count = shlex.quote(str(work / "calls.log"))
     record = run_claude(claude_binary(release), tmp_path,
-                        lambda n: bash(work, f"echo step {n}") if n <= 30 else None,
+                        lambda n: bash(work, f"wc -l < {count}") if n <= 30 else None,
                         install_options=("--http", str(port)))
     print(record)
-    assert record.denials == 0 and record.executions == 30, record
+    assert record.denials == 0, record
+    assert (record.issued, record.executions, record.ended) == (30, 30, False), record

@@ -43,13 +43,15 @@ def test_loop_is_stopped_and_the_rest_of_the_turn_denied(
     assert record.ran_after_stop == 0 and record.denied_after_stop == LIMIT - record.stop
 
 
-@pytest.mark.xfail(reason="a cycle over one tool is not loopwarden's cycle (it needs two tools) "
-                          "and Codex offers no second tool a hook sees offline: its MCP tools "
-                          "did not reach the model in `codex exec` 0.171.0", strict=False)
-def test_three_step_cycle_is_stopped(tmp_path: Path,
-                                     record_property: Callable[[str, object], None]) -> None:
+def test_three_step_cycle_over_two_tools_is_stopped(
+    tmp_path: Path, record_property: Callable[[str, object], None],
+) -> None:
+    # loopwarden's cycles span two tools (one tool's changing commands are progress): the
+    # shell, apply_patch, the shell again (codex_gemini_runs._codex_two_tool_cycle).
     record = _run("a-b-c", tmp_path, record_property)
-    assert record.executions <= 25 and record.stop is not None
+    assert record.executions <= 25 and record.shell_runs <= record.executions, record.results
+    assert record.stop is not None, record.results
+    assert record.ran_after_stop == 0 and record.denied_after_stop == LIMIT - record.stop
 
 
 def test_same_failure_with_a_fresh_argument_is_stopped(
