@@ -182,11 +182,11 @@ class ClaudeCodeHook:
     def _before(self, payload: Mapping[str, Any]) -> None:
         """Record what the user answered to earlier questions, as far as this event tells."""
         event = payload.get("hook_event_name")
-        session = _required_str(payload, "session_id")
+        session = required_str(payload, "session_id")
         if event in ("PostToolUse", "PostToolUseFailure"):
             # The call ran: the user let it (the guard admits it in the run's fresh window,
             # and the outcome is recorded next as usual).
-            self.asks.approved(session, _optional_str(payload.get("tool_use_id")),
+            self.asks.approved(session, optional_str(payload.get("tool_use_id")),
                                payload.get("tool_input") or {})
         elif event == "PreToolUse":
             # A question left open in an earlier run: the user said no, and the run ended
@@ -198,7 +198,7 @@ class ClaudeCodeHook:
     def _batch_settled(self, payload: Mapping[str, Any]) -> None:
         """The batch's calls are settled: a question about one of them still open was
         answered no (an approved call's PostToolUse came before this)."""
-        session = _optional_str(payload.get("session_id"))
+        session = optional_str(payload.get("session_id"))
         calls = payload.get("tool_calls")
         if session is None or not isinstance(calls, list):
             return
@@ -212,7 +212,7 @@ class ClaudeCodeHook:
         ending = pre_tool_use_output(verdict, exit_behavior="end")
         if self.end_of_run.action(True, can_ask=self.can_ask and self.asking) != "ask":
             return ending
-        session, run = _required_str(payload, "session_id"), run_id_of(payload)
+        session, run = required_str(payload, "session_id"), run_id_of(payload)
         asked = self.asks.asks_in_run(self.asks.events(session), run)
         if asked > self.max_grants:  # every "no" left the run going: do not ask forever
             log.warning("loopwarden: run %s was asked %d times and goes on looping; ending it",
@@ -223,20 +223,18 @@ class ClaudeCodeHook:
         return ending if question is None else ask_output(question)
 
     def _plan(self, payload: Mapping[str, Any]) -> _GuardCall | None:
-        if not isinstance(payload, Mapping):
-            raise HookPayloadError(f"a hook payload must be a JSON object, got {type(payload).__name__}")
-        event = payload.get("hook_event_name")
-        if event not in HANDLED_EVENTS:
+        event = handled_event(payload, HANDLED_EVENTS)
+        if event is None:
             return None
         g = self.guard
-        ids = {"session": _required_str(payload, "session_id"), "run_id": run_id_of(payload)}
+        ids = {"session": required_str(payload, "session_id"), "run_id": run_id_of(payload)}
         if event == "PreCompact":
             return _GuardCall(g.compaction_retried, g.acompaction_retried, ids, lambda _: {})
         call = {
             **ids,
-            "tool_name": _required_str(payload, "tool_name"),
+            "tool_name": required_str(payload, "tool_name"),
             "args": payload.get("tool_input") or {},
-            "call_id": _optional_str(payload.get("tool_use_id")),
+            "call_id": optional_str(payload.get("tool_use_id")),
             "agent_id": self.agent_id,
         }
         if event == "PreToolUse":
@@ -276,8 +274,8 @@ def batch_stop_output(payload: Mapping[str, Any], *,
 
 def run_id_of(payload: Mapping[str, Any]) -> str | None:
     """The run a hook belongs to: the user prompt, per sub-agent inside a sub-agent."""
-    prompt = _optional_str(payload.get("prompt_id"))
-    agent = _optional_str(payload.get("agent_id"))
+    prompt = optional_str(payload.get("prompt_id"))
+    agent = optional_str(payload.get("agent_id"))
     if agent is None:
         return prompt
     return f"{prompt or ''}/agent:{agent}"
@@ -358,12 +356,23 @@ def _prompt_of(run: str | None) -> str | None:
     return None if run is None else run.split("/agent:", 1)[0]
 
 
-def _required_str(payload: Mapping[str, Any], key: str) -> str:
+def handled_event(payload: object, handled: tuple[str, ...]) -> str | None:
+    """The payload's ``hook_event_name`` when it is one of ``handled``, else None (the event is
+    answered with ``{}``); :class:`HookPayloadError` for a payload that is no JSON object."""
+    if not isinstance(payload, Mapping):
+        raise HookPayloadError(f"a hook payload must be a JSON object, got {type(payload).__name__}")
+    event = payload.get("hook_event_name")
+    return event if event in handled else None
+
+
+def required_str(payload: Mapping[str, Any], key: str) -> str:
+    """``payload[key]``, a non-empty string; :class:`HookPayloadError` else (every hook host)."""
     value = payload.get(key)
     if not isinstance(value, str) or not value:
         raise HookPayloadError(f"hook payload has no {key!r}")
     return value
 
 
-def _optional_str(value: object) -> str | None:
+def optional_str(value: object) -> str | None:
+    """``value`` when it is a non-empty string, else None."""
     return value if isinstance(value, str) and value else None

@@ -42,7 +42,7 @@ from ..guard import (
     LoopGuard,
     Verdict,
 )
-from .claude_code_hook import HookPayloadError, context_output
+from .claude_code_hook import context_output, handled_event, optional_str, required_str
 
 __all__ = [
     "HANDLED_EVENTS",
@@ -79,18 +79,15 @@ class CodexHook:
         """The hook output for ``payload`` (``{}`` for an event loopwarden does not handle);
         raises :class:`~loopwarden.integrations.claude_code_hook.HookPayloadError` for a
         payload it cannot read."""
-        if not isinstance(payload, Mapping):
-            raise HookPayloadError(
-                f"a hook payload must be a JSON object, got {type(payload).__name__}")
-        event = payload.get("hook_event_name")
-        if event not in HANDLED_EVENTS:
+        event = handled_event(payload, HANDLED_EVENTS)
+        if event is None:
             return {}
         call: dict[str, Any] = {
-            "session": _required_str(payload, "session_id"),
-            "run_id": _optional_str(payload.get("turn_id")),
-            "tool_name": _required_str(payload, "tool_name"),
+            "session": required_str(payload, "session_id"),
+            "run_id": optional_str(payload.get("turn_id")),
+            "tool_name": required_str(payload, "tool_name"),
             "args": payload.get("tool_input") or {},
-            "call_id": _optional_str(payload.get("tool_use_id")),
+            "call_id": optional_str(payload.get("tool_use_id")),
             "agent_id": self.agent_id,
         }
         if event == "PreToolUse":
@@ -137,12 +134,3 @@ def _masked(response: object) -> object:
     return response
 
 
-def _required_str(payload: Mapping[str, Any], key: str) -> str:
-    value = payload.get(key)
-    if not isinstance(value, str) or not value:
-        raise HookPayloadError(f"hook payload has no {key!r}")
-    return value
-
-
-def _optional_str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None

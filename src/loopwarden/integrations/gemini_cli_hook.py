@@ -45,7 +45,7 @@ from ..guard import (
     LoopGuard,
     Verdict,
 )
-from .claude_code_hook import HookPayloadError
+from .claude_code_hook import handled_event, required_str
 
 __all__ = [
     "HANDLED_EVENTS",
@@ -83,17 +83,14 @@ class GeminiCliHook:
         """The hook output for ``payload`` (``{}`` for an event loopwarden does not handle);
         raises :class:`~loopwarden.integrations.claude_code_hook.HookPayloadError` for a
         payload it cannot read."""
-        if not isinstance(payload, Mapping):
-            raise HookPayloadError(
-                f"a hook payload must be a JSON object, got {type(payload).__name__}")
-        event = payload.get("hook_event_name")
-        if event not in HANDLED_EVENTS:
+        event = handled_event(payload, HANDLED_EVENTS)
+        if event is None:
             return {}
-        session = _required_str(payload, "session_id")
+        session = required_str(payload, "session_id")
         if event == "PreCompress":
             self.guard.compaction_retried(session=session)
             return {}
-        call: dict[str, Any] = {"session": session, "tool_name": _required_str(payload, "tool_name"),
+        call: dict[str, Any] = {"session": session, "tool_name": required_str(payload, "tool_name"),
                                 "args": payload.get("tool_input") or {},
                                 "agent_id": self.agent_id}
         if event == "BeforeTool":
@@ -159,9 +156,3 @@ def _headline(verdict: Verdict) -> str:
         return verdict.message or "tool loop"
     return f"tool loop ({d.detector}, {d.count} calls)"
 
-
-def _required_str(payload: Mapping[str, Any], key: str) -> str:
-    value = payload.get(key)
-    if not isinstance(value, str) or not value:
-        raise HookPayloadError(f"hook payload has no {key!r}")
-    return value
