@@ -405,7 +405,7 @@ def test_a_named_non_transcript_is_reported_not_counted(tmp_path: Path) -> None:
     good = write(tmp_path / "good.jsonl", loop_lines())
     data = scan_json(notes, good)  # one usable argument: scanned, exit as usual
     assert names(data["files"]) == ["good.jsonl"] and data["totals"]["files"] == 1
-    assert data["skip_reasons"] == [{"path": str(notes), "explicit": True,
+    assert data["skip_reasons"] == [{"path": str(notes), "explicit": True, "error": False,
                                      "reason": "not a recognised transcript format"}]
     result = cli("scan", notes, good)
     assert f"skipped {notes}: not a recognised transcript format" in result.stderr

@@ -40,8 +40,11 @@ def test_an_unknown_preset_lists_the_allowed_ones(tmp_path: Path) -> None:
 
 
 def _loopwarden(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    # This install's scripts on PATH, as in an activated venv: a Codex / Gemini CLI project
+    # install writes the bare `loopwarden`, and refuses when PATH does not find one.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = {**os.environ, "HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(tmp_path),
-           "LOOPWARDEN_DB": str(tmp_path / "lw.db")}
+           "LOOPWARDEN_DB": str(tmp_path / "lw.db"), "PATH": path}
     return subprocess.run([sys.executable, "-m", "loopwarden", *args], input=stdin,
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
                           check=False)
@@ -51,7 +54,8 @@ def test_install_writes_preset_and_exit_behavior_into_the_hook_command(tmp_path:
     done = _loopwarden(tmp_path, "install", "claude-code", "--project", "--preset", "early",
                        "--exit-behavior", "continue")
     assert done.returncode == 0, done.stderr
-    settings = (tmp_path / ".claude" / "settings.json").read_text()
+    # (a project install's command goes into the per-developer settings.local.json)
+    settings = (tmp_path / ".claude" / "settings.local.json").read_text()
     assert "--preset early" in settings and "--exit-behavior continue" in settings
 
 

@@ -155,7 +155,7 @@ def test_mask_volatile_is_the_single_alternation_on_the_corpus(corpus: Path, mon
                    LoopDetectionConfig(enabled=True, preset="early")):
         detector = LoopGuard(config).detector
         for tool, args, result in calls:
-            detector.observe(detector.prepare(tool, args), result, MISSING)
+            detector.observe(detector.fingerprint(tool, args), args, result, MISSING)
     monkeypatch.undo()
 
     assert len(seen) > 1000

@@ -223,7 +223,7 @@ async def test_exit_behavior_error_stops_like_end() -> None:
 
 
 def test_unknown_exit_behavior_is_refused() -> None:
-    with pytest.raises(ValueError, match="exit_behavior must be one of end, error, continue"):
+    with pytest.raises(ValueError, match="exit_behavior: must be one of 'end', 'error', 'continue', 'ask'"):
         hooks(default_guard(), exit_behavior="stop")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         ClaudeCodeHook(default_guard(), exit_behavior="halt")  # type: ignore[arg-type]
