@@ -109,6 +109,19 @@ async def test_looping_poll_is_warned_at_11_and_denied_at_21() -> None:
     assert history[0].call_id == "toolu_001" and not history[0].pending
 
 
+async def test_preset_and_overrides_guard_like_loopguard_keywords() -> None:
+    """``hooks(preset=...)`` / ``hooks(critical_threshold=...)`` build an enabled guard, as
+    ``LoopGuard(preset=..., **overrides)`` does, and deny sooner than the default."""
+    mapping = hooks(preset="early")
+    early = [await one_call(mapping, n) for n in range(1, 23)]
+    assert next(n for n, (_, post) in enumerate(early, 1) if post is None) == 11
+    mapping = hooks(warning_threshold=3, critical_threshold=6)
+    sooner = [await one_call(mapping, n) for n in range(1, 23)]
+    assert next(n for n, (_, post) in enumerate(sooner, 1) if post is None) == 7
+    with pytest.raises(ValueError, match="preset"):
+        hooks(make_guard(), preset="early")
+
+
 async def test_tool_use_id_is_taken_from_the_callback_argument() -> None:
     guard = make_guard()
     payload = dict(pre_input("ignored"))

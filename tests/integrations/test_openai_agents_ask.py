@@ -120,7 +120,7 @@ async def test_threshold_overrides_guard_like_loop_guard() -> None:
 
 
 def test_a_guard_and_a_preset_together_are_refused() -> None:
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="set it on the LoopGuard you pass"):
         loop_guardrails(LoopGuard(), preset="early")
 
 

@@ -153,6 +153,23 @@ class LoopGuard(GuardCore):
         failure is logged and counted like any store failure)."""
         return drive(self, ReadHistory(session))
 
+    # -- the doors ---------------------------------------------------------------------------
+
+    @classmethod
+    def of(cls, guard: LoopGuard | None = None, *, preset: str | None = None,
+           **overrides: Any) -> LoopGuard:
+        """What every Python door guards with: ``guard``, or a new enabled
+        ``LoopGuard(preset=..., **overrides)``; a :class:`~loopwarden.ConfigError` (a
+        ``ValueError``) for a guard and keywords together, which the guard would ignore."""
+        if guard is None:
+            return cls(preset=preset, **overrides)
+        if preset is not None or overrides:
+            from ..config import ConfigError
+
+            raise ConfigError("set it on the LoopGuard you pass (or pass no guard)",
+                              path="preset" if preset is not None else next(iter(overrides)))
+        return guard
+
     # -- the decorator door ------------------------------------------------------------------
 
     def tool(

@@ -40,12 +40,14 @@ _SDK_KEYS = {"continue": "continue_", "async": "async_"}
 
 
 def hooks(
-    guard: LoopGuard,
+    guard: LoopGuard | None = None,
     *,
     agent_id: str | None = None,
     matcher: str | None = None,
     timeout: float | None = None,
     exit_behavior: ExitBehavior = "end",
+    preset: str | None = None,
+    **overrides: Any,
 ) -> dict[HookEvent, list[HookMatcher]]:
     """The ``hooks=`` mapping for ``ClaudeAgentOptions``: ``PreToolUse``, ``PostToolUse``,
     ``PostToolUseFailure`` and ``PreCompact``.
@@ -55,9 +57,10 @@ def hooks(
     agent on the events. ``exit_behavior`` (``"end"``, ``"error"`` or ``"continue"``) is what
     the terminal stop does (module docstring); ``"ask"`` ends the run as ``"end"`` does and
     logs why: an SDK session's permission prompts go to your program, not to a user.
-    Merge with your own hooks by extending the lists.
+    Merge with your own hooks by extending the lists. Without a ``guard`` the hooks use a new
+    enabled ``LoopGuard(preset=preset, **overrides)`` (e.g. ``hooks(preset="early")``).
     """
-    handler = ClaudeCodeHook(guard, agent_id=agent_id,
+    handler = ClaudeCodeHook(LoopGuard.of(guard, preset=preset, **overrides), agent_id=agent_id,
                              exit_behavior=check_exit_behavior(exit_behavior))
     callback = _callback(handler)
     return {

@@ -37,7 +37,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from typing_extensions import NotRequired
 
-from ..base.errors import ConfigError
 from ..base.types import MISSING, ToolCall
 from ..guard import (
     BatchAdmission,
@@ -96,10 +95,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         preset: str | None = None, **overrides: Any,
     ) -> None:
         super().__init__()
-        if guard is not None and (preset is not None or overrides):
-            raise ConfigError("set it on the LoopGuard you pass (or pass no guard)",
-                              path="preset" if preset is not None else next(iter(overrides)))
-        self.guard = guard if guard is not None else LoopGuard(preset=preset, **overrides)
+        self.guard = LoopGuard.of(guard, preset=preset, **overrides)
         self.session = session
         self.agent_id = agent_id
         self.end_of_run = EndOfRun(exit_behavior, max_grants=max_grants)

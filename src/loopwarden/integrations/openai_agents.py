@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from functools import reduce
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from agents import (
     Agent,
@@ -87,10 +87,7 @@ class LoopGuardrails:
         agent_id: str | None = None, exit_behavior: ExitBehavior = "end", max_grants: int = 2,
         preset: str | None = None, **overrides: object,
     ) -> None:
-        if guard is not None and (preset is not None or overrides):
-            raise ValueError("pass either a LoopGuard or preset=/threshold overrides, not both")
-        self.guard = guard if guard is not None else LoopGuard(
-            preset=preset, **cast(dict[str, Any], overrides))
+        self.guard = LoopGuard.of(guard, preset=preset, **overrides)
         self.session = session
         self.agent_id = agent_id
         self.end_of_run = EndOfRun(exit_behavior, max_grants=max_grants)
