@@ -12,10 +12,12 @@ test in it that starts a process fails: the tier stays fast because the rule is 
 from __future__ import annotations
 
 import _posixsubprocess
+import importlib.util
 import itertools
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,9 +77,20 @@ def _duration_rank(item: pytest.Item) -> int:
                 len(LONGEST_FIRST))
 
 
+# What every test folder imports: without them collection fails once per module, a hundred
+# tracebacks that hide the one cause (an interpreter the project is not installed in).
+REQUIRED_MODULES = ("loopwarden", "pydantic", "typer", "rich", "hypothesis")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Under xdist, hand each worker one test at a time when it is free (instead of chunks
-    of consecutive tests), so that the long tests ordered first spread over the workers."""
+    """Stop with one clear line when this interpreter lacks the project or its dev tools; under
+    xdist, hand each worker one test at a time when it is free (instead of chunks of
+    consecutive tests), so that the long tests ordered first spread over the workers."""
+    missing = [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.exit(f"{sys.executable} lacks {', '.join(missing)}: install the project and its "
+                    "dev tools first, python -m pip install -e \".[dev]\" (the README's test "
+                    "command does)", returncode=pytest.ExitCode.USAGE_ERROR)
     if getattr(config.option, "maxschedchunk", "absent") is None:
         config.option.maxschedchunk = 1
 
