@@ -131,6 +131,28 @@ def test_codex_mcp_loop_behind_the_proxy_is_denied_despite_the_proxys_notes() ->
     assert denied == [21, 22]
 
 
+def test_gemini_mcp_loop_behind_the_proxy_is_denied_before_the_proxy_blocks() -> None:
+    """An MCP tool behind ``loopwarden mcp-proxy`` (payloads captured from Gemini CLI 0.61.0):
+    the proxy's warning note rides in the warned call's ``llmContent`` as a part of its own,
+    wrapped in ``<untrusted_context>``. It is loopwarden's, not the tool's: the hook counts
+    through it and denies call 21, before the proxy would block it."""
+    lines = [json.loads(line) for line in
+             (FIXTURES / "gemini_cli" / "mcp_through_proxy.jsonl").read_text().splitlines()]
+    before, plain, noted = lines[0], lines[1], lines[2]
+    assert before["tool_name"] == "mcp_echo_check_job"
+    assert warning_note(10) in noted["tool_response"]["llmContent"][1]["text"]
+    assert outcome_of(noted["tool_response"]) == outcome_of(plain["tool_response"])
+    hook = GeminiCliHook(LoopGuard())
+    answers = []
+    for n in range(1, 23):
+        answer = hook.handle(before)
+        answers.append(answer)
+        if answer.get("decision") != "deny":
+            hook.handle(noted if n == 10 else plain)  # the note on the 10th, as captured
+    assert [n for n, a in enumerate(answers, 1) if a.get("decision") == "deny"] == [21, 22]
+    assert answers[21]["continue"] is False
+
+
 def test_codex_ignores_other_events_and_reports_unreadable_payloads() -> None:
     hook = CodexHook(LoopGuard())
     assert hook.handle(captured("codex", "identical.jsonl", "SessionStart")) == {}

@@ -46,6 +46,7 @@ that, or once the grants are used, or without a user, the run ends as with ``"en
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,7 @@ from ..guard import (
     LoopGuard,
     Question,
     Verdict,
+    warning_note,
 )
 from ..guard import check_exit_behavior as check_exit_behavior
 from ..guard.asking import DEFAULT_MAX_GRANTS
@@ -244,7 +246,7 @@ class ClaudeCodeHook:
         response = payload.get("tool_response")
         failure = _failure_text(response) if event == "PostToolUse" else None
         if event == "PostToolUse" and failure is None:
-            call["result"] = response
+            call["result"] = without_proxy_notes(response)
         else:
             call["error"] = failure or payload.get("error") or "tool failed"
         return _GuardCall(g.after_tool_call, g.aafter_tool_call, call,
@@ -320,6 +322,42 @@ def compaction_stop_output(error: CompactionLoopPersistedError) -> Output:
 
 
 _TERMINAL_ENDINGS = (TERMINAL_TEXT, TERMINAL_SIBLING_TEXT)
+
+# The note loopwarden's MCP proxy adds to a warned result, whatever the count; Gemini CLI wraps
+# each text part of an MCP result in <untrusted_context> tags.
+_PROXY_NOTE = re.compile(r"(?:<untrusted_context>\s*)?"
+                         + re.escape(warning_note(0)).replace("0", r"\d+")
+                         + r"(?:\s*</untrusted_context>)?")
+
+
+def without_proxy_notes(response: object) -> object:
+    """An MCP tool's response as the tool gave it: without the warning notes loopwarden's MCP
+    proxy adds to a warned result (an item of their own in the result's ``content``, Claude
+    Code's content list, or Gemini CLI's ``llmContent`` parts). Shared by every hook door: a
+    host that also runs ``loopwarden mcp-proxy`` hands the hook the proxy's note with the
+    result, and the note alone would make each outcome from the warned call on new, restart
+    the identical-outcome streak the hook counts, and keep the hook from ever denying."""
+    if isinstance(response, list):
+        return _without_notes(response)
+    if isinstance(response, Mapping):
+        for key in ("content", "llmContent"):
+            items = response.get(key)
+            if isinstance(items, list):
+                kept = _without_notes(items)
+                if kept is not items:
+                    return {**response, key: kept}
+    return response
+
+
+def _without_notes(items: list[Any]) -> list[Any]:
+    """``items`` without the proxy's notes (``items`` itself when it holds none)."""
+    kept = [item for item in items if not _is_proxy_note(item)]
+    return kept if len(kept) != len(items) else items
+
+
+def _is_proxy_note(item: object) -> bool:
+    text = item.get("text") if isinstance(item, Mapping) else None
+    return isinstance(text, str) and _PROXY_NOTE.fullmatch(text) is not None
 
 
 def _text_of(value: object) -> str:

@@ -44,9 +44,14 @@ from ..guard import (
     ExitBehavior,
     LoopGuard,
     Verdict,
-    warning_note,
 )
-from .claude_code_hook import context_output, handled_event, optional_str, required_str
+from .claude_code_hook import (
+    context_output,
+    handled_event,
+    optional_str,
+    required_str,
+    without_proxy_notes,
+)
 
 __all__ = [
     "HANDLED_EVENTS",
@@ -59,8 +64,6 @@ HANDLED_EVENTS = ("PreToolUse", "PostToolUse")
 Output = dict[str, Any]
 
 _WALL_TIME_LINE = re.compile(r"^Wall time: [0-9.]+ seconds$", re.MULTILINE)
-# The note loopwarden's MCP proxy adds to a warned result, whatever the count.
-_PROXY_NOTE = re.compile(re.escape(warning_note(0)).replace("0", r"\d+"))
 
 
 @dataclass(slots=True)
@@ -138,16 +141,4 @@ def _masked(response: object) -> object:
     carries one), the MCP proxy's warning notes taken out of an MCP result's ``content``."""
     if isinstance(response, str):
         return _WALL_TIME_LINE.sub("Wall time: <time>", response)
-    content = response.get("content") if isinstance(response, Mapping) else None
-    if isinstance(response, Mapping) and isinstance(content, list):
-        kept = [item for item in content if not _is_proxy_note(item)]
-        if len(kept) != len(content):
-            return {**response, "content": kept}
-    return response
-
-
-def _is_proxy_note(item: object) -> bool:
-    text = item.get("text") if isinstance(item, Mapping) else None
-    return isinstance(text, str) and _PROXY_NOTE.fullmatch(text) is not None
-
-
+    return without_proxy_notes(response)
