@@ -33,6 +33,7 @@ from .presets import (
     Preset,
     PresetName,
 )
+from .switches import declared_switches
 from .validation import (
     _CTX_PATH,
     _CTX_VALUE,
@@ -455,6 +456,8 @@ def _merge_keywise(base: Mapping[str, Any], over: Mapping[str, Any], model: Any)
     merged = dict(base)
     if isinstance(model, type) and issubclass(model, BaseModel):
         aliases = {name: f.alias or name for name, f in model.model_fields.items()}
+        if model is DetectorsConfig:  # no fields: its keys are the declared switches
+            aliases = {name: to_camel(name) for name in declared_switches()}
         merged.update({aliases.get(k, k): v for k, v in over.items()})
     else:
         merged.update(over)
