@@ -6,9 +6,9 @@ milliseconds each, and most processes that import those modules never run most o
 that builds a guard imports them, so this is kept for all of them, not as a Claude Code hook
 trick: compiling the ~20 patterns at import adds about 5% to an own-process ``loopwarden
 claude-hook`` (12 ms of CPU, measured on a loaded 2-core machine), and the same to every other
-process's start. A module names a
-pattern with :func:`lazy_pattern` and calls the result where it used the compiled pattern
-(``_SPANS().sub(...)``); code that runs a pattern in a loop takes it once before the loop.
+process's start. A module names a pattern with :func:`lazy_pattern` and calls the result
+where it used the compiled pattern (``_SPANS().sub(...)``); code that runs a pattern in a loop
+takes it once before the loop.
 """
 
 from __future__ import annotations
