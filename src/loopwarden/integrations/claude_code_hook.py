@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.errors import HookPayloadError
+from ..base.lazy_re import lazy_pattern
 from ..base.log import get_logger
 from ..guard import (
     STOP_MESSAGE,
@@ -324,10 +325,11 @@ def compaction_stop_output(error: CompactionLoopPersistedError) -> Output:
 _TERMINAL_ENDINGS = (TERMINAL_TEXT, TERMINAL_SIBLING_TEXT)
 
 # The note loopwarden's MCP proxy adds to a warned result, whatever the count; Gemini CLI wraps
-# each text part of an MCP result in <untrusted_context> tags.
-_PROXY_NOTE = re.compile(r"(?:<untrusted_context>\s*)?"
-                         + re.escape(warning_note(0)).replace("0", r"\d+")
-                         + r"(?:\s*</untrusted_context>)?")
+# each text part of an MCP result in <untrusted_context> tags. Compiled on first use (the hook
+# starts often, and most results never need it), after a plain substring test.
+_NOTE_HEAD, _NOTE_TAIL = warning_note(0).split("0")
+_PROXY_NOTE = lazy_pattern(r"(?:<untrusted_context>\s*)?" + re.escape(_NOTE_HEAD) + r"\d+"
+                           + re.escape(_NOTE_TAIL) + r"(?:\s*</untrusted_context>)?")
 
 
 def without_proxy_notes(response: object) -> object:
@@ -357,7 +359,8 @@ def _without_notes(items: list[Any]) -> list[Any]:
 
 def _is_proxy_note(item: object) -> bool:
     text = item.get("text") if isinstance(item, Mapping) else None
-    return isinstance(text, str) and _PROXY_NOTE.fullmatch(text) is not None
+    return (isinstance(text, str) and _NOTE_HEAD in text
+            and _PROXY_NOTE().fullmatch(text) is not None)
 
 
 def _text_of(value: object) -> str:
