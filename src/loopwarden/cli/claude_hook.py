@@ -230,33 +230,11 @@ def _http(argv: list[str]) -> int:
         from ._resident_http import serve_http
 
         return serve_http(rest, run, port)
-    import subprocess
+    from ._resident_http import start_http
 
     sys.stdin.read()  # (the SessionStart payload: nothing in it is needed)
-    with contextlib.suppress(OSError):  # no server: the http hooks fail open, as documented
-        subprocess.Popen([sys.executable, "-c", _HTTP_SERVER_CODE, _package_root(), os.getcwd(),
-                          "--http-serve", str(port), *rest], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
+    start_http(port, rest)
     return 0
-
-
-# As the Unix socket server's (loopwarden.cli._resident): no module of the project folder can
-# shadow the ones the server imports.
-_HTTP_SERVER_CODE = """# loopwarden-hook-server (http)
-import sys
-sys.path[:] = [entry for entry in sys.path if entry]
-if sys.argv[1] not in sys.path:
-    sys.path.append(sys.argv[1])
-import os
-os.chdir(sys.argv[2])
-from loopwarden.cli.claude_hook import run
-sys.exit(run(sys.argv[3:]))
-"""
-
-
-def _package_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,
