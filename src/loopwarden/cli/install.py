@@ -180,8 +180,15 @@ def _edit(path: Path, change: Callable[[dict[str, Any]], dict[str, Any]], *, dry
 
 
 def hook_executable() -> list[str]:
-    """The argv that runs this loopwarden from anywhere: the ``loopwarden`` script this process
-    was started as, absolute and resolved, else this interpreter with ``-m loopwarden``."""
+    """The argv that runs this loopwarden's hooks from anywhere: this interpreter without
+    ``site`` running the hook file (:mod:`loopwarden.cli._hook`: half the start-up of the
+    console script, which costs every hook event); else the ``loopwarden`` script this process
+    was started as, absolute and resolved; else this interpreter with ``-m loopwarden``."""
+    from . import _hook
+
+    hook_file = Path(_hook.__file__ or "")
+    if sys.executable and hook_file.is_file():
+        return [str(Path(sys.executable).absolute()), "-S", str(hook_file.absolute())]
     launched = sys.argv[0] if sys.argv else ""
     if Path(launched).name.lower() in ("loopwarden", "loopwarden.exe"):
         found = launched if os.sep in launched or (os.altsep and os.altsep in launched) \

@@ -81,6 +81,8 @@ def is_loopwarden_command(command: object, subcommand: str = _SUBCOMMAND) -> boo
         # Either separator: a settings.json may have been written on Windows.
         name = PureWindowsPath(argv[0]).name.lower()
         return name in ("loopwarden", "loopwarden.exe")
+    if at >= 3 and argv[at - 2] == "-S":  # PYTHON -S .../loopwarden/cli/_hook.py (the fast form)
+        return PureWindowsPath(argv[at - 1]).parts[-3:] == ("loopwarden", "cli", "_hook.py")
     return at >= 3 and argv[at - 2] == "-m" and argv[at - 1] in _MODULES
 
 
