@@ -184,9 +184,7 @@ def hook_executable() -> list[str]:
     ``site`` running the hook file (:mod:`loopwarden.cli._hook`: half the start-up of the
     console script, which costs every hook event); else the ``loopwarden`` script this process
     was started as, absolute and resolved; else this interpreter with ``-m loopwarden``."""
-    from . import _hook
-
-    hook_file = Path(_hook.__file__ or "")
+    hook_file = Path(__file__).with_name("_hook.py")  # (a file to run, not a module to import)
     if sys.executable and hook_file.is_file():
         return [str(Path(sys.executable).absolute()), "-S", str(hook_file.absolute())]
     launched = sys.argv[0] if sys.argv else ""
