@@ -97,15 +97,23 @@ def turnarounds(binary: Path, calls: int, mode: str) -> list[float]:
     return [later - earlier for earlier, later in pairwise(times[1:])]
 
 
+def installed_command() -> str:
+    """The hook command ``install claude-code`` writes on this machine."""
+    with tempfile.TemporaryDirectory() as scratch:
+        home = Path(scratch) / "home"
+        home.mkdir()
+        install(home)
+        settings = json.loads((home / ".claude" / "settings.json").read_text())
+        return str(settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
+
+
 def hook_cpu_ms(resident: bool) -> float:
     """Median CPU milliseconds (user + sys, shell included) of one run of the installed hook
     command on a ``PreToolUse`` payload: answered by a warm resident server, or on its own."""
     with tempfile.TemporaryDirectory() as scratch:
         home = Path(scratch) / "home"
         home.mkdir()
-        install(home)
-        settings = json.loads((home / ".claude" / "settings.json").read_text())
-        command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        command = installed_command()
         env = host_env(home)
         env["LOOPWARDEN_HOOK_SERVER"] = "1" if resident else "0"
         samples = []
@@ -164,8 +172,8 @@ def main() -> None:
                                             else " " * 9))
         print(f"{mode:28}" + "".join(f"{c:>20}" for c in cells))
     print(f"\nCPU ms per hook command (sh + hook process, median of {_CPU_RUNS}): "
-          f"resident {hook_cpu_ms(True):.1f}, own process {hook_cpu_ms(False):.1f}; "
-          f"hook command: the console script {console_script()}")
+          f"resident {hook_cpu_ms(True):.1f}, own process {hook_cpu_ms(False):.1f}\n"
+          f"hook command: {installed_command()}")
     print(f"(took {time.monotonic() - started:.0f} s; load average now "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()) + ")")
 

@@ -1,7 +1,8 @@
 """How long the resident http hook server lives: as long as a Claude Code session that ran its
 ``SessionStart`` hook is alive (not a fixed idle timeout), and across a loopwarden upgrade, where
 the old server hands its port and the request in hand to a server running the new code instead
-of refusing it with ``503``."""
+of refusing it with ``503``. The start hook (SessionStart, and UserPromptSubmit once per prompt)
+starts a server that went away and waits for it; when none can answer, it tells the user."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOPWARDEN_", "XDG_"))}
     runtime = home / "run"
     runtime.mkdir(mode=0o700, exist_ok=True)
-    env.update(HOME=str(home), LOOPWARDEN_HOOK_SERVER="0", XDG_RUNTIME_DIR=str(runtime), **extra)
+    env.update(HOME=str(home), LOOPWARDEN_HOOK_SERVER="0", XDG_RUNTIME_DIR=str(runtime))
+    env.update(extra)
     return env
 
 
@@ -147,3 +149,53 @@ def test_new_code_takes_over_the_port_without_refusing_a_request(tmp_path: Path,
         with contextlib.suppress(OSError):
             old.kill()
         old.wait()
+
+
+def _start_hook(port: int, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # As users get it: with the resident Unix socket server on (which it must not use).
+    return subprocess.run([sys.executable, "-m", "loopwarden", "claude-hook", "--http-start",
+                           str(port)], input='{"hook_event_name": "UserPromptSubmit"}',
+                          env=_env(home, LOOPWARDEN_HOOK_SERVER="1"), cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_start_hook_brings_a_killed_server_back_before_it_returns(tmp_path: Path,
+                                                                      port: int) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    first = _start_hook(port, home, tmp_path)
+    # It returns once the server answers: the session's first tool call finds it.
+    assert (first.returncode, first.stdout) == (0, "") and _answers(port), first.stderr
+    for pid in _server_pids(port):
+        os.kill(pid, signal.SIGKILL)
+    assert _wait_for(lambda: not _answers(port))
+    again = _start_hook(port, home, tmp_path)  # the next prompt's hook
+    assert (again.returncode, again.stdout) == (0, "") and _answers(port), again.stderr
+    assert _post(port, 1, tmp_path)[0] == 200
+    # Each start hook ran in its own process (registering its session) and left no Unix
+    # socket server behind.
+    assert not list((home / "run").glob("loopwarden-*/hook-*.sock"))
+
+
+def test_the_start_hook_tells_the_user_when_another_program_holds_the_port(
+        tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with socket.socket() as other:  # not loopwarden: it answers nothing a server would
+        other.bind(("127.0.0.1", 0))
+        other.listen(8)
+        port = other.getsockname()[1]
+        threading_answer = subprocess.Popen(  # a plain http server would do as well
+            [sys.executable, "-c", "import socket, sys\n"
+             "s = socket.socket(fileno=int(sys.argv[1]))\n"
+             "while True:\n    c, _ = s.accept()\n    c.recv(4096)\n"
+             "    c.sendall(b'HTTP/1.0 404 Not Found\\r\\n\\r\\nnope'); c.close()\n",
+             str(other.fileno())], pass_fds=(other.fileno(),))
+        try:
+            shown = _start_hook(port, home, tmp_path)
+        finally:
+            threading_answer.kill()
+            threading_answer.wait()
+    message = json.loads(shown.stdout)["systemMessage"]
+    assert shown.returncode == 0 and "another program holds the port" in message
+    assert "unguarded" in message

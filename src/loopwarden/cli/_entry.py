@@ -50,7 +50,10 @@ def _claude_hook(argv: list[str]) -> int:
     like this one, else here, leaving a server behind for the next hook."""
     from . import _resident
 
-    served = _resident.enabled() and not {"-h", "--help", "--stop-servers"} & set(argv)
+    # (Not the http server's start: it must run in the hook's own process, a child of the
+    # Claude Code session it registers, and leave no Unix socket server behind.)
+    served = _resident.enabled() and not {"-h", "--help", "--stop-servers", "--http-start",
+                                          "--http-serve"} & set(argv)
     if served:
         try:
             payload = sys.stdin.buffer.read()

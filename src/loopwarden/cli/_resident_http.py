@@ -18,8 +18,10 @@ one that cannot be found, gets ``403`` and nothing of it is run or recorded. Els
 as a non-blocking error: the tool call goes ahead unguarded, and the call is not recorded. So
 the server is kept up as long as it may be needed:
 
-- The installer's ``SessionStart`` command hook (``claude-hook --http-start PORT``) starts it,
-  and registers the Claude Code process that ran the hook (its nearest ancestor that is not a
+- The installer's ``SessionStart`` and ``UserPromptSubmit`` command hooks (``claude-hook
+  --http-start PORT``: one process per prompt, not per tool call) start it when it does not
+  answer, wait until it does (or tell the user, as a ``systemMessage``, that tool calls go
+  ahead unguarded), and register the Claude Code process that ran the hook (its nearest ancestor that is not a
   shell, by pid and start time, so a reused pid is not taken for it) as a file
   ``http-PORT-session-PID-START`` in the private runtime folder. The server's idle timeout
   (``LOOPWARDEN_HOOK_SERVER_IDLE``, 10 minutes) only ends it once no registered session process
@@ -55,6 +57,10 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybo
 _INHERIT = "--inherit"
 # How long an old server waits for its successor to say it runs, before it answers 503 itself.
 _HANDOVER_SECONDS = 4.0
+# How long the start hook waits for the server it started to answer (about half a second on a
+# quiet machine; far longer on a loaded one, and better late than unguarded).
+_START_SECONDS = 20.0
+_PROBE_SECONDS = 3.0
 # What the server process runs, as the Unix socket server's (loopwarden.cli._resident): no
 # module of the project folder can shadow the ones the server imports.
 _SERVER_CODE = """# loopwarden-hook-server (http)
@@ -91,11 +97,42 @@ def connection_uid(conn: socket.socket) -> int | None:
     return None
 
 
-def start_http(port: int, argv: Sequence[str]) -> None:
-    """The ``SessionStart`` hook: register the Claude Code session that runs it, then start the
-    server for ``port`` detached (it exits at once when a server holds the port already)."""
+def start_http(port: int, argv: Sequence[str]) -> str | None:
+    """The ``SessionStart`` and ``UserPromptSubmit`` hook: register the Claude Code session that
+    runs it, and start the server for ``port`` detached unless it answers already; wait until it
+    answers. Returns what the user must be told when no loopwarden server answers there (the
+    tool calls then go ahead unguarded), else None."""
     register_session(port)
-    _spawn(port, argv)
+    state = _probe(port)
+    if state is None:
+        _spawn(port, argv)
+        deadline = time.monotonic() + _START_SECONDS
+        while state is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            state = _probe(port)
+    if state:
+        return None
+    where = f"the loopwarden http hook server on 127.0.0.1:{port}"
+    problem = ("did not start" if state is None
+               else "cannot listen: another program holds the port")
+    return (f"loopwarden: {where} {problem}; tool calls go ahead unguarded and unrecorded "
+            "(`loopwarden install claude-code --check` says more)")
+
+
+def _probe(port: int) -> bool | None:
+    """Whether loopwarden's server answers on ``port`` (a GET, which it refuses without running
+    anything): True, False for another program, None when nothing listens."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=_PROBE_SECONDS) as probe:
+            probe.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            answer = b""
+            while chunk := probe.recv(4096):
+                answer += chunk
+    except ConnectionRefusedError:
+        return None
+    except OSError:
+        return False
+    return b"\r\n\r\nloopwarden:" in answer
 
 
 def _spawn(port: int, argv: Sequence[str], *, inherit: Sequence[int] = ()) -> None:
@@ -137,6 +174,9 @@ def serve_http(argv: Sequence[str], run: Callable[[Sequence[str]], int], port: i
 def _bind(port: int) -> socket.socket | None:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
+        # The connections a server that went away closed linger (TIME_WAIT) for a minute; on
+        # Linux this lets a new server listen meanwhile, never beside a live listener.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", port))
         listener.listen(64)
     except OSError:

@@ -221,7 +221,8 @@ def serve(argv: Sequence[str]) -> int:
 def _http(argv: list[str]) -> int:
     """``--http-serve PORT ARGS``: answer http hooks on 127.0.0.1:PORT as ``claude-hook ARGS``
     would (:mod:`loopwarden.cli._resident_http`). ``--http-start PORT ARGS`` (the installer's
-    SessionStart command hook) starts that server detached and returns at once."""
+    SessionStart and UserPromptSubmit command hooks) starts that server detached unless it
+    answers, and tells the user when none does."""
     if len(argv) < 2 or not argv[1].isdigit() or not 0 < int(argv[1]) < 65536:
         sys.stderr.write(f"loopwarden: {argv[0]} needs a port number, got {argv[1:2]}\n")
         return _EXIT_NON_BLOCKING_ERROR
@@ -232,8 +233,10 @@ def _http(argv: list[str]) -> int:
         return serve_http(rest, run, port)
     from ._resident_http import start_http
 
-    sys.stdin.read()  # (the SessionStart payload: nothing in it is needed)
-    start_http(port, rest)
+    sys.stdin.read()  # (the SessionStart or UserPromptSubmit payload: nothing in it is needed)
+    problem = start_http(port, rest)
+    if problem is not None:  # shown to the user; an exit code 0, so that the session goes on
+        sys.stdout.write(json.dumps({"systemMessage": problem}) + "\n")
     return 0
 
 
