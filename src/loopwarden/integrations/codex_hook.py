@@ -10,7 +10,10 @@ call id = ``tool_use_id``. The Bash tool's ``tool_response`` is the command's ou
 without its exit code, so a failure reaches the guard only as the text it printed.
 ``apply_patch``'s is a text with an ``Exit code``, the patch's output and a ``Wall time: N
 seconds`` line that changes with the machine's load: masked, or no two results of the same
-patch would be identical.
+patch would be identical. An MCP tool's ``tool_response`` is the MCP result object; when the
+server sits behind ``loopwarden mcp-proxy``, the proxy's own warning note rides in its
+``content`` (from the warned call on): dropped, or the note alone would make that outcome new
+and restart the streak the hook counts, so the hook would never block a loop the proxy warned.
 
 What reaches the model: a blocked call is denied (``permissionDecision: "deny"``), which Codex
 hands to the model as "Command blocked by PreToolUse hook: <reason>"; a warning goes out as
@@ -41,6 +44,7 @@ from ..guard import (
     ExitBehavior,
     LoopGuard,
     Verdict,
+    warning_note,
 )
 from .claude_code_hook import context_output, handled_event, optional_str, required_str
 
@@ -55,6 +59,8 @@ HANDLED_EVENTS = ("PreToolUse", "PostToolUse")
 Output = dict[str, Any]
 
 _WALL_TIME_LINE = re.compile(r"^Wall time: [0-9.]+ seconds$", re.MULTILINE)
+# The note loopwarden's MCP proxy adds to a warned result, whatever the count.
+_PROXY_NOTE = re.compile(re.escape(warning_note(0)).replace("0", r"\d+"))
 
 
 @dataclass(slots=True)
@@ -128,9 +134,20 @@ def pre_tool_use_output(verdict: Verdict) -> Output:
 
 
 def _masked(response: object) -> object:
-    """A tool's response with its wall time masked (``apply_patch``'s text carries one)."""
+    """A tool's response as the tool gave it: its wall time masked (``apply_patch``'s text
+    carries one), the MCP proxy's warning notes taken out of an MCP result's ``content``."""
     if isinstance(response, str):
         return _WALL_TIME_LINE.sub("Wall time: <time>", response)
+    content = response.get("content") if isinstance(response, Mapping) else None
+    if isinstance(response, Mapping) and isinstance(content, list):
+        kept = [item for item in content if not _is_proxy_note(item)]
+        if len(kept) != len(content):
+            return {**response, "content": kept}
     return response
+
+
+def _is_proxy_note(item: object) -> bool:
+    text = item.get("text") if isinstance(item, Mapping) else None
+    return isinstance(text, str) and _PROXY_NOTE.fullmatch(text) is not None
 
 
