@@ -3,9 +3,10 @@ host's settings.
 
 Where the hook command goes, and what it is:
 
-- ``--user`` (the default): the user's own settings file, with the absolute path of the running
-  ``loopwarden`` (or ``python -m loopwarden`` with this interpreter's absolute path), never the
-  bare name: a hook command that is not on the PATH the host runs it with exits 127, which the
+- ``--user`` (the default): the user's own settings file, with this interpreter's absolute path
+  running loopwarden's hook file without ``site`` (``PYTHON -S .../loopwarden/cli/_hook.py``,
+  the cheapest start; else the absolute path of the running ``loopwarden``), never the bare
+  name: a hook command that is not on the PATH the host runs it with exits 127, which the
   hosts treat as a non-blocking error, so the guard would be silently off.
 - ``claude-code --project``: ``.claude/settings.local.json``, Claude Code's settings of this
   project for this developer only (kept out of git), with the same absolute command. Nothing
