@@ -353,7 +353,7 @@ def _hook_config(path: Path | None, agent: str | None, db: Path,
     an edited config (or an upgrade) is validated again on the next call; an unreadable or
     damaged cache is only slower. The guard gets a plain snapshot of the values either way.
     """
-    from ..config.snapshot import snapshot_from_dict, snapshot_of
+    from ._config_snapshot import snapshot_from_dict, snapshot_of
 
     cache = db.with_name(db.name + _CONFIG_CACHE_SUFFIX)
     key = _config_key(path, agent, preset)
