@@ -213,9 +213,11 @@ def run(argv: Sequence[str]) -> int:
 def serve(argv: Sequence[str]) -> int:
     """Answer hooks started with ``argv`` from this process until it is idle (the resident
     server, :mod:`loopwarden.cli._resident_server`): the imports are paid once, not per hook."""
+    from ._hook_keep import keeping
     from ._resident_server import serve as serve_resident
 
-    return serve_resident(argv, run)
+    with keeping():  # the store and the config stay open between hooks
+        return serve_resident(argv, run)
 
 
 def _http(argv: list[str]) -> int:
@@ -228,9 +230,11 @@ def _http(argv: list[str]) -> int:
         return _EXIT_NON_BLOCKING_ERROR
     port, rest = int(argv[1]), argv[2:]
     if argv[0] == "--http-serve":
+        from ._hook_keep import keeping
         from ._resident_http import serve_http
 
-        return serve_http(rest, run, port)
+        with keeping():  # the store and the config stay open between hooks
+            return serve_http(rest, run, port)
     from ._resident_http import start_http
 
     sys.stdin.read()  # (the SessionStart or UserPromptSubmit payload: nothing in it is needed)
@@ -279,8 +283,8 @@ def _handle(
     from ..base.errors import LoopwardenError
     from ..guard import LoopGuard
     from ..guard.events import LoggingSink
-    from ..guard.stores.sqlite import SQLiteStore
     from ..integrations.claude_code_hook import HookPayloadError, check_exit_behavior
+    from ._hook_keep import open_store, release
 
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -290,7 +294,7 @@ def _handle(
         config = _hook_config(config_path, agent, db, preset)
     except LoopwardenError as exc:  # a ConfigError, named by its base: config.py loads pydantic
         _fail(f"loopwarden: {exc}")
-    store = SQLiteStore(db, idle_ttl=_IDLE_TTL_SECONDS, timeout=_BUSY_TIMEOUT_SECONDS)
+    store = open_store(db, _IDLE_TTL_SECONDS, _BUSY_TIMEOUT_SECONDS)
     guard = LoopGuard(config, store=store)
     # Loop events reach Claude Code in the hook's answer and the run record; logging them too
     # would only repeat them on stderr, which is kept for what went wrong.
@@ -303,7 +307,7 @@ def _handle(
     except HookPayloadError as exc:
         _fail(f"loopwarden: {exc}")
     finally:
-        store.close()
+        release(db, store)
 
 
 def _door(host: str, guard: LoopGuard, agent: str | None, exit_behavior: ExitBehavior) -> Any:
@@ -354,20 +358,28 @@ def _hook_config(path: Path | None, agent: str | None, db: Path,
     damaged cache is only slower. The guard gets a plain snapshot of the values either way.
     """
     from ._config_snapshot import snapshot_from_dict, snapshot_of
+    from ._hook_keep import keep_config, kept_config
 
     cache = db.with_name(db.name + _CONFIG_CACHE_SUFFIX)
     key = _config_key(path, agent, preset)
+    kept = None if key is None else kept_config(key, cache)
+    if kept is not None:  # a resident server validated it for an earlier hook
+        return cast("LoopDetectionConfig", kept)
     entries = _read_cache(cache) if key is not None else {}
     snapshot = snapshot_from_dict(entries.get(key)) if key is not None else None
     if snapshot is None:
         config = _validated_config(path, agent, preset)
         data = snapshot_of(config)
         if data is None:  # perTool entries: the config's own methods apply them
+            if key is not None:
+                keep_config(key, cache, config)
             return config
         if key is not None:
             _cache_snapshot(cache, entries, key, data)
         snapshot = snapshot_from_dict(data)
         assert snapshot is not None  # what snapshot_of gives, snapshot_from_dict takes
+    if key is not None:
+        keep_config(key, cache, snapshot)
     # The guard only reads the config's attributes, which the snapshot has (all of them).
     return cast("LoopDetectionConfig", snapshot)
 

@@ -207,6 +207,15 @@ class SQLiteStore:
         with self._lock:
             self._drop_connection()
 
+    def reset_health(self) -> None:
+        """Forget past failures (the circuit breaker's cool-down and counts) and which corrupt
+        states were reported, keeping the connection: a store kept open across the hooks of a
+        resident server (:mod:`loopwarden.cli._hook_keep`) then treats each hook as the hook's
+        own process would, with a fresh store."""
+        with self._lock:
+            self.breaker = CircuitBreaker(self.breaker.cooldown)
+            self._decode = StateDecoder(self._where)
+
     def __enter__(self) -> SQLiteStore:
         return self
 
