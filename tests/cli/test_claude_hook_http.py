@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from loopwarden.cli._resident_http import connection_uid
+from loopwarden.cli._resident_http import _diag_uid, _proc_uid, connection_uid
 from loopwarden.cli.claude_check import check_report
 from loopwarden.integrations.claude_code_settings import http_url, install, uninstall
 
@@ -206,3 +206,34 @@ def test_check_says_when_the_http_server_is_down_or_the_port_taken(tmp_path: Pat
         code, report = check_report(claude, [settings])
         thread.join(timeout=30)
     assert code == 1 and "taken by another program" in report, report
+
+
+def test_the_kernel_lookup_and_the_proc_table_agree() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        with socket.create_connection(listener.getsockname()):
+            conn, _ = listener.accept()
+            with conn:
+                assert _diag_uid(conn) == _proc_uid(conn) == os.getuid()
+
+
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to connect as another uid")
+def test_the_kernel_lookup_names_another_users_connection() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        client = subprocess.Popen(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+             "-I", "-c", "import socket, sys, time\n"
+             "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+             "s.recv(1)\n", str(listener.getsockname()[1])])
+        try:
+            conn, _ = listener.accept()
+            with conn:
+                assert _diag_uid(conn) == _proc_uid(conn) == 65534
+                assert connection_uid(conn) == 65534
+                conn.sendall(b"x")
+        finally:
+            client.wait(timeout=30)

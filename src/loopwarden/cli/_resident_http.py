@@ -8,10 +8,11 @@ stdout as the body (its JSON decision, or empty); any other exit code is ``500``
 which Claude Code treats as a non-blocking error, as it treats the command hook's exit code 1.
 
 **Who may connect.** A TCP port on 127.0.0.1 is open to every local user, so each connection's
-owner is looked up before anything is read: on Linux the kernel lists every TCP socket with its
-owner's uid in ``/proc/net/tcp`` and ``/proc/net/tcp6``; the client's socket is the one whose
-local port is the peer's port and whose remote port is ours. A connection from another uid, or
-one that cannot be found, gets ``403`` and nothing of it is run or recorded. Elsewhere (no
+owner is looked up before anything is read: on Linux the kernel tells the uid of the client's
+socket (the one whose local address is the peer's and whose remote address is ours) through
+sock_diag, as ``ss`` asks it, or else lists it in ``/proc/net/tcp`` and ``/proc/net/tcp6``. A
+connection from another uid, or one that cannot be found, gets ``403`` and nothing of it is run
+or recorded. Elsewhere (no
 ``/proc/net/tcp``) the server does not start: the command hook stays the way in.
 
 **When it is down.** Claude Code treats a failed http hook (refused connection, timeout, non-2xx)
@@ -36,9 +37,11 @@ the server is kept up as long as it may be needed:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -51,6 +54,12 @@ DEFAULT_PORT = 47913
 _MAX_BODY_BYTES = 64 * 1024 * 1024
 _MAX_HEAD_BYTES = 64 * 1024
 _PROC_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+# linux/netlink.h, linux/sock_diag.h, linux/inet_diag.h
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 1
+_NLMSG_ERROR = 2
+_NO_COOKIE = (0xFFFFFFFF, 0xFFFFFFFF)
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox"})
 # The flag that hands a new server the old one's sockets: --http-serve PORT --inherit L,C,R ARGS
 # (the listening socket, the accepted connection, the pipe that says the new one runs).
@@ -76,8 +85,45 @@ sys.exit(run(sys.argv[3:]))
 
 
 def connection_uid(conn: socket.socket) -> int | None:
-    """The uid owning the other end of ``conn`` (a TCP connection accepted on this host), from
-    ``/proc/net/tcp(6)``; None when it is not listed (another host, a closed socket, no /proc)."""
+    """The uid owning the other end of ``conn`` (a TCP connection accepted on this host), asked
+    of the kernel for that one socket (sock_diag netlink), else from ``/proc/net/tcp(6)``; None
+    when it is not listed (another host, a closed socket, no /proc)."""
+    try:
+        return _diag_uid(conn)
+    except (OSError, ValueError, AttributeError, struct.error):  # no sock_diag (a sandbox)
+        return _proc_uid(conn)
+
+
+def _diag_uid(conn: socket.socket) -> int | None:
+    """The client socket's uid from the kernel's sock_diag (what ``ss`` asks): one exact lookup
+    instead of /proc/net/tcp, which the kernel writes out whole on every read (milliseconds)."""
+    if conn.family != socket.AF_INET:
+        raise ValueError("sock_diag lookup is written for IPv4")
+    client_ip, client_port = conn.getpeername()[:2]
+    our_ip, our_port = conn.getsockname()[:2]
+    # inet_diag_req_v2 for the client's socket: its own address first, then ours; any state.
+    sockid = struct.pack("!HH16s16s", client_port, our_port, socket.inet_aton(client_ip),
+                         socket.inet_aton(our_ip)) + struct.pack("=III", 0, *_NO_COOKIE)
+    request = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    message = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST,
+                          1, 0) + request
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as netlink:
+        netlink.settimeout(1.0)
+        netlink.sendto(message, (0, 0))
+        reply = netlink.recv(65536)
+    _, kind = struct.unpack_from("=IH", reply)
+    if kind == _NLMSG_ERROR:
+        if -struct.unpack_from("=i", reply, 16)[0] == errno.ENOENT:
+            return None  # no such socket: not a connection from this host
+        raise OSError("sock_diag refused the lookup")
+    if kind != _SOCK_DIAG_BY_FAMILY:
+        raise ValueError(f"unexpected sock_diag answer {kind}")
+    # nlmsghdr (16) + inet_diag_msg: family, state, timer, retrans (4), the socket id (48),
+    # expires, rqueue, wqueue (12), then the uid.
+    return int(struct.unpack_from("=I", reply, 16 + 64)[0])
+
+
+def _proc_uid(conn: socket.socket) -> int | None:
     peer_port = conn.getpeername()[1]
     our_port = conn.getsockname()[1]
     for table in _PROC_TABLES:
