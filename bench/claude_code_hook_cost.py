@@ -1,25 +1,37 @@
 """The per-tool-call cost of loopwarden's hooks as Claude Code sees it, in the real binary.
 
-Runs the installed Claude Code (``.ci/install-hosts``) against the scripted model of
+Runs each installed Claude Code release (``.ci/install-hosts``) against the scripted model of
 ``tests/integrations/hosts/`` with a healthy script of distinct quick ``Bash`` calls, four
-ways: without hooks, with the hooks each answered in their own process
-(``LOOPWARDEN_HOOK_SERVER=0``), with the resident server (the default), and with the tool hooks
-as http hooks posting to the resident http server (``install claude-code --http PORT``). A call's
-turnaround is the time from the model request that issued it to the next request (Claude Code's
-own work, the hooks, the command); the table prints the median and the added cost against the
-run without hooks. Usage: ``python bench/claude_code_hook_cost.py [current|2.1.197] [CALLS]``.
+ways: without hooks, with the command hooks each answered in their own process
+(``LOOPWARDEN_HOOK_SERVER=0``), with the command hooks and their resident server (the default),
+and with the tool hooks as http hooks posting to the resident http server
+(``install claude-code --http PORT``). The hooks are installed as a user installs them: through
+the ``loopwarden`` console script next to this interpreter, so the hook command is that script.
+
+A call's turnaround is the time from the model request that issued it to the next request
+(Claude Code's own work, the hooks, the command); the first call, which pays the start of the
+hook machinery, is left out. The table prints the median per mode and release, and the added
+cost against the run without hooks. Below it, the hook command's own CPU time (user + sys of
+the shell and the hook process, median over repeated runs with one payload): unlike wall time,
+it hardly depends on what else the machine runs.
+
+Usage: ``python bench/claude_code_hook_cost.py [current|2.1.197|all] [CALLS]`` (default: every
+installed release, 21 calls). All of it takes about a minute on a quiet machine.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import resource
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from itertools import pairwise
 from pathlib import Path
 
@@ -27,47 +39,109 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integrations" / "hosts"))
 
 from anthropic_server import ScriptedModel, serve  # noqa: E402
-from claude_code import (  # noqa: E402
-    RELEASES,
-    bash,
-    host_env,
-    http_server_pids,
-    install_hooks,
-    loopwarden_argv,
-)
+from claude_code import RELEASES, bash, host_env, http_server_pids  # noqa: E402
+
+MODES = {  # name: (hooks, resident, http)
+    "no hooks": (False, False, False),
+    "command, own process each": (True, False, False),
+    "command + resident server": (True, True, False),
+    "http (install --http)": (True, True, True),
+}
+_CPU_RUNS = 25
+_PAYLOAD = {"hook_event_name": "PreToolUse", "session_id": "bench", "prompt_id": "bench",
+            "tool_name": "Bash", "tool_use_id": "toolu_bench", "cwd": "/",
+            "tool_input": {"command": "echo bench"}}
 
 
-def turnarounds(binary: Path, calls: int, *, hooks: bool, resident: bool,
-                http: bool = False) -> list[float]:
-    """Seconds per tool call of one run with ``calls`` distinct quick calls (``http``: the tool
-    hooks as http hooks, ``install claude-code --http PORT``)."""
+def console_script() -> str:
+    """The ``loopwarden`` script installed with this interpreter (what a user's install runs)."""
+    script = Path(sys.executable).with_name("loopwarden")
+    if not script.exists():
+        sys.exit(f"no loopwarden console script next to {sys.executable}: pip install -e .")
+    return str(script)
+
+
+def install(home: Path, *options: str) -> None:
+    """``loopwarden install claude-code --user`` in ``home``, as a user runs it."""
+    proc = subprocess.run([console_script(), "install", "claude-code", "--user", *options],
+                          env=host_env(home), capture_output=True, text=True, timeout=120,
+                          check=False)
+    if proc.returncode != 0:
+        sys.exit(f"install failed: {proc.stderr}")
+
+
+def turnarounds(binary: Path, calls: int, mode: str) -> list[float]:
+    """Seconds per tool call of one run with ``calls`` distinct quick calls in ``mode``."""
+    hooks, resident, http = MODES[mode]
     port = _free_port() if http else None
     with tempfile.TemporaryDirectory() as scratch:
         home, work = Path(scratch) / "home", Path(scratch) / "work"
         home.mkdir()
         work.mkdir()
         if hooks:
-            install_hooks(home, *(("--http", str(port)) if port else ()))
+            install(home, *(("--http", str(port)) if port else ()))
         env = host_env(home)
         env["LOOPWARDEN_HOOK_SERVER"] = "1" if resident else "0"
         model: ScriptedModel
-        with serve(lambda n: bash(work, f"echo step {n}") if n <= calls else None) as (url,
-                                                                                       model):
-            subprocess.run([str(binary), "-p", "Do the task.", "--output-format", "stream-json",
-                            "--verbose", "--dangerously-skip-permissions"],
-                           env={**env, "ANTHROPIC_BASE_URL": url}, cwd=work,
-                           capture_output=True, timeout=900, stdin=subprocess.DEVNULL,
-                           check=False)
-        if resident:  # stop the servers this run started (its own runtime folder)
-            subprocess.run([*loopwarden_argv(), "claude-hook", "--stop-servers"], env=env,
-                           capture_output=True, timeout=60, check=False)
-        if port is not None:  # stop the http server the SessionStart hook started
-            for pid in http_server_pids(port):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+        try:
+            with serve(lambda n: bash(work, f"echo step {n}") if n <= calls else None) as (
+                    url, model):
+                subprocess.run([str(binary), "-p", "Do the task.", "--output-format",
+                                "stream-json", "--verbose", "--dangerously-skip-permissions"],
+                               env={**env, "ANTHROPIC_BASE_URL": url}, cwd=work,
+                               capture_output=True, timeout=900, stdin=subprocess.DEVNULL,
+                               check=False)
+        finally:
+            _stop(env, port)
     times = [turn.at for turn in model.turns]
-    # The first call pays the start of the hook machinery (and the resident server): skipped.
     return [later - earlier for earlier, later in pairwise(times[1:])]
+
+
+def installed_command() -> str:
+    """The hook command ``install claude-code`` writes on this machine."""
+    with tempfile.TemporaryDirectory() as scratch:
+        home = Path(scratch) / "home"
+        home.mkdir()
+        install(home)
+        settings = json.loads((home / ".claude" / "settings.json").read_text())
+        return str(settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
+
+
+def hook_cpu_ms(resident: bool) -> float:
+    """Median CPU milliseconds (user + sys, shell included) of one run of the installed hook
+    command on a ``PreToolUse`` payload: answered by a warm resident server, or on its own."""
+    with tempfile.TemporaryDirectory() as scratch:
+        home = Path(scratch) / "home"
+        home.mkdir()
+        command = installed_command()
+        env = host_env(home)
+        env["LOOPWARDEN_HOOK_SERVER"] = "1" if resident else "0"
+        samples = []
+        try:
+            for n in range(_CPU_RUNS + 2):
+                payload = json.dumps({**_PAYLOAD, "tool_input": {"command": f"echo {n}"},
+                                      "tool_use_id": f"toolu_{n}"}).encode()
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                subprocess.run(["/bin/sh", "-c", command], input=payload, env=env, cwd=home,
+                               capture_output=True, timeout=60, check=False)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                samples.append(after.ru_utime - before.ru_utime + after.ru_stime
+                               - before.ru_stime)
+                if n == 0 and resident:
+                    time.sleep(1.0)  # the first hook left a server behind: let it start
+        finally:
+            _stop(env, None)
+    return statistics.median(samples[2:]) * 1000
+
+
+def _stop(env: dict[str, str], port: int | None) -> None:
+    """Stop the servers a run started: the resident ones of its runtime folder, the http one."""
+    subprocess.run([console_script(), "claude-hook", "--stop-servers"], env=env,
+                   capture_output=True, timeout=60, check=False)
+    if port is not None:
+        for pid in http_server_pids(port):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _free_port() -> int:
@@ -77,25 +151,31 @@ def _free_port() -> int:
 
 
 def main() -> None:
-    """Print the table for the release and number of calls given."""
-    release = sys.argv[1] if len(sys.argv) > 1 else "current"
+    """Print the table for the releases and number of calls given."""
+    wanted = sys.argv[1] if len(sys.argv) > 1 else "all"
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 21
-    binary = RELEASES[release]
-    if not binary.exists():
-        sys.exit(f"Claude Code {release} is not installed: run .ci/install-hosts")
-    rows = [("no hooks", False, False, False), ("hooks, own process each", True, False, False),
-            ("hooks, resident server", True, True, False),
-            ("http hooks (install --http)", True, True, True)]
-    baseline = None
+    releases = [r for r in RELEASES if wanted in ("all", r) and RELEASES[r].exists()]
+    if not releases:
+        sys.exit(f"Claude Code {wanted} is not installed: run .ci/install-hosts")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"Claude Code {release}: turnaround per tool call, {calls} calls, median (ms); "
-          f"load average {load} at the start")
-    print(f"{'':28} {'median':>8} {'added':>8}")
-    for name, hooks, resident, http in rows:
-        median = statistics.median(turnarounds(binary, calls, hooks=hooks, resident=resident,
-                                               http=http))
-        baseline = median if baseline is None else baseline
-        print(f"{name:28} {median * 1000:8.1f} {(median - baseline) * 1000:+8.1f}")
+    started = time.monotonic()
+    print(f"Turnaround per tool call in Claude Code, median of {calls - 2} calls, ms "
+          f"(added: against no hooks); load average {load} at the start")
+    medians = {(mode, r): statistics.median(turnarounds(RELEASES[r], calls, mode)) * 1000
+               for r in releases for mode in MODES}
+    print(f"{'':28}" + "".join(f"{r:>20}" for r in releases))
+    for mode in MODES:
+        cells = []
+        for r in releases:
+            value, base = medians[mode, r], medians["no hooks", r]
+            cells.append(f"{value:9.1f}" + (f" ({value - base:+6.1f})" if mode != "no hooks"
+                                            else " " * 9))
+        print(f"{mode:28}" + "".join(f"{c:>20}" for c in cells))
+    print(f"\nCPU ms per hook command (sh + hook process, median of {_CPU_RUNS}): "
+          f"resident {hook_cpu_ms(True):.1f}, own process {hook_cpu_ms(False):.1f}\n"
+          f"hook command: {installed_command()}")
+    print(f"(took {time.monotonic() - started:.0f} s; load average now "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()) + ")")
 
 
 if __name__ == "__main__":

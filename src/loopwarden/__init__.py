@@ -200,6 +200,17 @@ if not any(finder is _OldPaths for finder in sys.meta_path):
     sys.meta_path.insert(0, _OldPaths)
 
 
+def _load_detectors() -> None:
+    from .engine.detectors import rules  # noqa: F401  (their modules declare the switches)
+
+
+# The config validates `detectors` against the switches the detectors declare; it sits below
+# them and cannot import them, so the root, above every floor, tells it how (config.switches).
+from .config.switches import load_switches_with  # noqa: E402
+
+load_switches_with(_load_detectors)
+
+
 def __getattr__(name: str) -> Any:
     import importlib
 

@@ -140,10 +140,14 @@ def test_installer_writes_http_entries_and_the_session_start_command() -> None:
     assert hooks["PreCompact"][0]["hooks"][0]["type"] == "command"
     assert hooks["SessionStart"][-1]["hooks"] == [
         {"type": "command", "command": "loopwarden claude-hook --http-start 47913"}]
+    # Once per prompt as well: a server that went away mid-session is started again.
+    assert hooks["UserPromptSubmit"] == [{"hooks": [
+        {"type": "command", "command": "loopwarden claude-hook --http-start 47913"}]}]
     # Back to command hooks: the http entries and the start command are replaced / removed.
     back = install(settings, "loopwarden claude-hook")
     assert back["hooks"]["PreToolUse"][0]["hooks"] == [
         {"type": "command", "command": "loopwarden claude-hook"}]
+    assert "UserPromptSubmit" not in back["hooks"]
     assert back["hooks"]["SessionStart"] == [{"hooks": [
         {"type": "command", "command": "echo hi"}]}]
     assert uninstall(settings)["hooks"] == {"SessionStart": [{"hooks": [

@@ -217,12 +217,12 @@ def public_attributes(model: type[Any]) -> set[str]:
 
 
 def test_the_snapshot_has_every_public_attribute_of_the_config() -> None:
-    from loopwarden.config.snapshot import FIELDS, NESTED_FIELDS
+    from loopwarden.cli._config_snapshot import FIELDS, NESTED_FIELDS
 
     # per_tool is no field of a snapshot: a config with perTool entries is never snapshotted.
     assert public_attributes(LoopDetectionConfig) == set(FIELDS) | set(NESTED_FIELDS) | {
         "per_tool"}
-    assert public_attributes(DetectorsConfig) == set(NESTED_FIELDS["detectors"])
+    assert public_attributes(DetectorsConfig) == set()  # its switches: the declared ones
     assert public_attributes(PostCompactionGuardConfig) == set(
         NESTED_FIELDS["post_compaction_guard"])
 
@@ -234,7 +234,7 @@ def test_the_snapshot_has_every_public_attribute_of_the_config() -> None:
      "postCompactionGuard": {"windowSize": 5}},
 ])
 def test_a_snapshot_reads_like_its_config(settings: dict[str, Any], tmp_path: Path) -> None:
-    from loopwarden.config.snapshot import (
+    from loopwarden.cli._config_snapshot import (
         FIELDS,
         NESTED_FIELDS,
         snapshot_from_dict,
@@ -247,6 +247,9 @@ def test_a_snapshot_reads_like_its_config(settings: dict[str, Any], tmp_path: Pa
     snapshot = snapshot_from_dict(json.loads(json.dumps(snapshot_of(config))))
     assert snapshot is not None
     for name in FIELDS:
+        if name == "detectors":  # every declared switch, as given or by default
+            assert vars(snapshot.detectors) == config.detectors.switches()
+            continue
         assert getattr(snapshot, name) == getattr(config, name), name
     for name, nested in NESTED_FIELDS.items():
         for key in nested:
@@ -256,7 +259,7 @@ def test_a_snapshot_reads_like_its_config(settings: dict[str, Any], tmp_path: Pa
 def test_a_config_with_per_tool_entries_is_used_as_validated(tmp_path: Path) -> None:
     """perTool rules are the config's methods (globs, fitted thresholds): no snapshot is taken,
     and the hook still applies them."""
-    from loopwarden.config.snapshot import snapshot_from_dict, snapshot_of
+    from loopwarden.cli._config_snapshot import snapshot_from_dict, snapshot_of
 
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"tools": {"loopDetection": {

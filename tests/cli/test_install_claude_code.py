@@ -287,7 +287,10 @@ def test_the_written_command_runs_as_claude_code_runs_it(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     (entry,) = ours(read(user_settings(tmp_path)), "PreToolUse")
     command = entry["command"]
-    assert shlex.split(command)[0] == str(script.resolve())
+    # This interpreter without site, running the hook file of this loopwarden (cli/_hook.py).
+    argv = shlex.split(command)
+    assert Path(argv[0]).is_absolute() and argv[1] == "-S", command
+    assert Path(argv[2]).parts[-3:] == ("loopwarden", "cli", "_hook.py"), command
 
     hook_env = child_env(PATH="/usr/bin:/bin")  # no loopwarden on it
     answers = []
@@ -312,11 +315,13 @@ def test_the_written_command_runs_as_claude_code_runs_it(tmp_path: Path) -> None
 
 
 def test_without_a_console_script_the_command_is_this_interpreter(tmp_path: Path) -> None:
-    # `python -m loopwarden install ...`: no script named loopwarden started this process.
+    # `python -m loopwarden install ...`: no script named loopwarden started this process; the
+    # command is this interpreter without site (-S) running the hook file, as with the script.
     assert run_cli(home=tmp_path).returncode == 0
     (entry,) = ours(read(user_settings(tmp_path)), "PostToolUseFailure")
     argv = shlex.split(entry["command"])
-    assert argv[1:] == ["-m", "loopwarden", "claude-hook"]
+    assert argv[1] == "-S" and argv[3:] == ["claude-hook"]
+    assert Path(argv[2]).parts[-3:] == ("loopwarden", "cli", "_hook.py")
     assert Path(argv[0]).is_absolute()
     assert os.path.samefile(argv[0], sys.executable)
 
@@ -330,6 +335,8 @@ def test_without_a_console_script_the_command_is_this_interpreter(tmp_path: Path
     ("'/path with space/loopwarden' claude-hook", True),
     ("/usr/bin/python3 -m loopwarden claude-hook --db d", True),
     ("python -m loopwarden.cli claude-hook", True),
+    ("/opt/venv/bin/python3 -S /opt/venv/lib/loopwarden/cli/_hook.py claude-hook", True),
+    ("python -S /opt/other/cli/_hook.py claude-hook", False),
     ("'C:\\venv\\Scripts\\loopwarden.exe' claude-hook", True),
     ("loopwarden scan .", False),
     ("~/bin/audit.sh claude-hook", False),

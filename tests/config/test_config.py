@@ -561,6 +561,13 @@ def test_with_overrides_returns_a_validated_copy() -> None:
     assert base.with_overrides(historySize=12) == base.with_overrides(history_size=12)
 
 
+def test_with_overrides_replaces_a_switch_given_in_the_other_spelling() -> None:
+    base = LoopDetectionConfig(detectors={"pingPong": False})
+    assert base.with_overrides(detectors={"ping_pong": True}).detectors.ping_pong is True
+    snake = LoopDetectionConfig(detectors={"ping_pong": False})
+    assert snake.with_overrides(detectors={"pingPong": True}).detectors.ping_pong is True
+
+
 def test_with_overrides_merges_nested_objects_key_wise() -> None:
     base = LoopDetectionConfig(detectors={"pingPong": False})
     changed = base.with_overrides(detectors={"generic_repeat": False})

@@ -3,6 +3,7 @@ send them, captured from 2.1.197 and 2.1.332), and ``install claude-code --check
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -13,11 +14,17 @@ from typing import Any
 import pytest
 
 from loopwarden import LoopDetectionConfig, LoopGuard
-from loopwarden.guard import STOP_MESSAGE, TERMINAL_TEXT
-from loopwarden.integrations.claude_code_hook import ClaudeCodeHook, batch_stop_output, run_id_of
+from loopwarden.guard import STOP_MESSAGE, TERMINAL_TEXT, warning_note
+from loopwarden.integrations.claude_code_hook import (
+    ClaudeCodeHook,
+    batch_stop_output,
+    run_id_of,
+    without_proxy_notes,
+)
 from loopwarden.integrations.claude_code_settings import HOOK_EVENTS, install
 
 BASE = {"session_id": "s1", "prompt_id": "p1", "cwd": "/w", "permission_mode": "bypassPermissions"}
+FIXTURES = Path(__file__).parent / "fixtures" / "claude"
 
 
 def _batch(response: Any) -> dict[str, Any]:
@@ -73,6 +80,40 @@ def test_a_post_tool_use_result_marked_as_error_is_a_failure() -> None:
         "isError": True, "content": [{"type": "text", "text": "job store is down"}]}})
     assert as_failure["outcome_kind"] != "success"
     assert as_error_result == as_failure
+
+
+def test_an_mcp_loop_behind_the_proxy_is_denied_before_the_proxy_blocks() -> None:
+    """An MCP tool behind ``loopwarden mcp-proxy`` whose result is text alone (payloads
+    captured from Claude Code 2.1.332): the hook gets the content list, and on the warned call
+    the proxy's note is an item of it. The note is loopwarden's, not the tool's: the hook
+    counts through it, denies call 21 (before the proxy would block it) and ends the run."""
+    lines = [json.loads(line) for line in
+             (FIXTURES / "mcp_through_proxy.jsonl").read_text().splitlines()]
+    pre, plain, noted = lines[0], lines[1], lines[3]
+    assert noted["tool_response"][1] == {"type": "text", "text": warning_note(10)}
+    assert without_proxy_notes(noted["tool_response"]) == plain["tool_response"]
+    hook = ClaudeCodeHook(LoopGuard())
+    answers = []
+    for n in range(1, 23):
+        call = {"tool_use_id": f"toolu_{n:04d}"}
+        answer = hook.handle({**pre, **call})
+        answers.append(answer)
+        if answer.get("hookSpecificOutput", {}).get("permissionDecision") != "deny":
+            hook.handle({**(noted if n == 11 else plain), **call})  # the note, as captured
+    denied = [n for n, a in enumerate(answers, 1)
+              if a.get("hookSpecificOutput", {}).get("permissionDecision") == "deny"]
+    assert denied == [21, 22] and answers[21]["continue"] is False
+
+
+def test_only_the_proxys_own_note_is_taken_out_of_a_result() -> None:
+    note = {"type": "text", "text": warning_note(12)}
+    said = {"type": "text", "text": f"the server quoted: {warning_note(12)}"}
+    assert without_proxy_notes([{"type": "text", "text": "ok"}, note]) == [
+        {"type": "text", "text": "ok"}]
+    assert without_proxy_notes([said]) == [said]
+    assert without_proxy_notes({"content": [note], "isError": False}) == {
+        "content": [], "isError": False}
+    assert without_proxy_notes("plain text") == "plain text"
 
 
 def test_sub_agent_calls_are_their_own_run() -> None:

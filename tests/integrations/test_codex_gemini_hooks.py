@@ -22,7 +22,7 @@ from loopwarden.stores.sqlite import SQLiteStore
 from loopwarden.types import MISSING
 
 from loopwarden import LoopGuard
-from loopwarden.guard import STOP_MESSAGE, TERMINAL_TEXT
+from loopwarden.guard import STOP_MESSAGE, TERMINAL_TEXT, warning_note
 from loopwarden.integrations.codex_hook import CodexHook
 from loopwarden.integrations.gemini_cli_hook import GeminiCliHook, outcome_of
 
@@ -106,6 +106,51 @@ def test_codex_apply_patch_results_differing_only_in_wall_time_are_identical() -
         hook.handle(post)
         hashes.append(guard.history(pre["session_id"])[-1].result_hash)
     assert hashes[0] and len(set(hashes)) == 1
+
+
+def test_codex_mcp_loop_behind_the_proxy_is_denied_despite_the_proxys_notes() -> None:
+    """An MCP tool behind ``loopwarden mcp-proxy`` (payloads captured from Codex 0.171.0): from
+    the 11th call on the proxy adds its warning note to the result the hook sees. The note is
+    loopwarden's, not the tool's: the outcomes stay identical and the hook denies call 21."""
+    lines = [json.loads(line) for line in
+             (FIXTURES / "codex" / "mcp_through_proxy.jsonl").read_text().splitlines()]
+    pre, plain, noted = lines[0], lines[1], lines[3]
+    assert pre["tool_name"] == "mcp__jobs__check_job"
+    assert [item["text"] for item in noted["tool_response"]["content"]][1:] == [warning_note(10)]
+    hook = CodexHook(LoopGuard())
+    denied = []
+    for n in range(1, 23):
+        post = copy.deepcopy(plain)
+        if n > 10:  # the proxy's note, as in the capture, its count rising with the calls
+            post["tool_response"]["content"].append({"type": "text", "text": warning_note(n - 1)})
+        answer = hook.handle({**pre, "tool_use_id": f"call_{n}"})
+        if answer.get("hookSpecificOutput", {}).get("permissionDecision") == "deny":
+            denied.append(n)
+        else:
+            hook.handle({**post, "tool_use_id": f"call_{n}"})
+    assert denied == [21, 22]
+
+
+def test_gemini_mcp_loop_behind_the_proxy_is_denied_before_the_proxy_blocks() -> None:
+    """An MCP tool behind ``loopwarden mcp-proxy`` (payloads captured from Gemini CLI 0.61.0):
+    the proxy's warning note rides in the warned call's ``llmContent`` as a part of its own,
+    wrapped in ``<untrusted_context>``. It is loopwarden's, not the tool's: the hook counts
+    through it and denies call 21, before the proxy would block it."""
+    lines = [json.loads(line) for line in
+             (FIXTURES / "gemini_cli" / "mcp_through_proxy.jsonl").read_text().splitlines()]
+    before, plain, noted = lines[0], lines[1], lines[2]
+    assert before["tool_name"] == "mcp_echo_check_job"
+    assert warning_note(10) in noted["tool_response"]["llmContent"][1]["text"]
+    assert outcome_of(noted["tool_response"]) == outcome_of(plain["tool_response"])
+    hook = GeminiCliHook(LoopGuard())
+    answers = []
+    for n in range(1, 23):
+        answer = hook.handle(before)
+        answers.append(answer)
+        if answer.get("decision") != "deny":
+            hook.handle(noted if n == 10 else plain)  # the note on the 10th, as captured
+    assert [n for n, a in enumerate(answers, 1) if a.get("decision") == "deny"] == [21, 22]
+    assert answers[21]["continue"] is False
 
 
 def test_codex_ignores_other_events_and_reports_unreadable_payloads() -> None:

@@ -36,6 +36,7 @@ def _dispatch(args: list[str]) -> int:
     host = _HOST_HOOKS.get(args[0]) if args else None
     if host is not None:  # the same hook, in another host's dialect
         return _claude_hook(["--host", host, *args[1:]])
+    _load_site()
     from . import main as cli_main
 
     # The app reads sys.argv itself; make it hold the arguments given here.
@@ -49,7 +50,10 @@ def _claude_hook(argv: list[str]) -> int:
     like this one, else here, leaving a server behind for the next hook."""
     from . import _resident
 
-    served = _resident.enabled() and not {"-h", "--help", "--stop-servers"} & set(argv)
+    # (Not the http server's start: it must run in the hook's own process, a child of the
+    # Claude Code session it registers, and leave no Unix socket server behind.)
+    served = _resident.enabled() and not {"-h", "--help", "--stop-servers", "--http-start",
+                                          "--http-serve"} & set(argv)
     if served:
         try:
             payload = sys.stdin.buffer.read()
@@ -62,12 +66,22 @@ def _claude_hook(argv: list[str]) -> int:
             import io
 
             sys.stdin = io.TextIOWrapper(io.BytesIO(payload), encoding="utf-8")
+    _load_site()
     from .claude_hook import run
 
     code = run(argv)
     if served:
         _resident.start_server(argv)
     return code
+
+
+def _load_site() -> None:
+    """Add site-packages after all when started without them (``python -S``, the installed hook
+    command :mod:`loopwarden.cli._hook`): what is answered here needs the dependencies."""
+    if sys.flags.no_site and "site" not in sys.modules:
+        import site
+
+        site.main()
 
 
 if __name__ == "__main__":

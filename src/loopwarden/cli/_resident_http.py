@@ -15,15 +15,32 @@ one that cannot be found, gets ``403`` and nothing of it is run or recorded. Els
 ``/proc/net/tcp``) the server does not start: the command hook stays the way in.
 
 **When it is down.** Claude Code treats a failed http hook (refused connection, timeout, non-2xx)
-as a non-blocking error: the tool call goes ahead unguarded, and the call is not recorded. The
-installer's ``SessionStart`` command hook starts the server, so a session that starts finds it.
+as a non-blocking error: the tool call goes ahead unguarded, and the call is not recorded. So
+the server is kept up as long as it may be needed:
+
+- The installer's ``SessionStart`` and ``UserPromptSubmit`` command hooks (``claude-hook
+  --http-start PORT``: one process per prompt, not per tool call) start it when it does not
+  answer, wait until it does (or tell the user, as a ``systemMessage``, that tool calls go
+  ahead unguarded), and register the Claude Code process that ran the hook (its nearest ancestor that is not a
+  shell, by pid and start time, so a reused pid is not taken for it) as a file
+  ``http-PORT-session-PID-START`` in the private runtime folder. The server's idle timeout
+  (``LOOPWARDEN_HOOK_SERVER_IDLE``, 10 minutes) only ends it once no registered session process
+  is alive: an open session that rests for an hour still finds it.
+- New loopwarden code (an upgrade) is not answered by the old process: the server starts one
+  with the new code, hands it the listening socket and the connection it just accepted (so no
+  request is refused and the port is never free), and exits once the new one runs. Only when
+  the new one cannot start does the old one answer ``503`` and exit, as does a server whose
+  project folder is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 
@@ -34,6 +51,28 @@ DEFAULT_PORT = 47913
 _MAX_BODY_BYTES = 64 * 1024 * 1024
 _MAX_HEAD_BYTES = 64 * 1024
 _PROC_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox"})
+# The flag that hands a new server the old one's sockets: --http-serve PORT --inherit L,C,R ARGS
+# (the listening socket, the accepted connection, the pipe that says the new one runs).
+_INHERIT = "--inherit"
+# How long an old server waits for its successor to say it runs, before it answers 503 itself.
+_HANDOVER_SECONDS = 4.0
+# How long the start hook waits for the server it started to answer (about half a second on a
+# quiet machine; far longer on a loaded one, and better late than unguarded).
+_START_SECONDS = 20.0
+_PROBE_SECONDS = 3.0
+# What the server process runs, as the Unix socket server's (loopwarden.cli._resident): no
+# module of the project folder can shadow the ones the server imports.
+_SERVER_CODE = """# loopwarden-hook-server (http)
+import sys
+sys.path[:] = [entry for entry in sys.path if entry]
+if sys.argv[1] not in sys.path:
+    sys.path.append(sys.argv[1])
+import os
+os.chdir(sys.argv[2])
+from loopwarden.cli.claude_hook import run
+sys.exit(run(sys.argv[3:]))
+"""
 
 
 def connection_uid(conn: socket.socket) -> int | None:
@@ -58,24 +97,96 @@ def connection_uid(conn: socket.socket) -> int | None:
     return None
 
 
+def start_http(port: int, argv: Sequence[str]) -> str | None:
+    """The ``SessionStart`` and ``UserPromptSubmit`` hook: register the Claude Code session that
+    runs it, and start the server for ``port`` detached unless it answers already; wait until it
+    answers. Returns what the user must be told when no loopwarden server answers there (the
+    tool calls then go ahead unguarded), else None."""
+    register_session(port)
+    state = _probe(port)
+    if state is None:
+        _spawn(port, argv)
+        deadline = time.monotonic() + _START_SECONDS
+        while state is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            state = _probe(port)
+    if state:
+        return None
+    where = f"the loopwarden http hook server on 127.0.0.1:{port}"
+    problem = ("did not start" if state is None
+               else "cannot listen: another program holds the port")
+    return (f"loopwarden: {where} {problem}; tool calls go ahead unguarded and unrecorded "
+            "(`loopwarden install claude-code --check` says more)")
+
+
+def _probe(port: int) -> bool | None:
+    """Whether loopwarden's server answers on ``port`` (a GET, which it refuses without running
+    anything): True, False for another program, None when nothing listens."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=_PROBE_SECONDS) as probe:
+            probe.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            answer = b""
+            while chunk := probe.recv(4096):
+                answer += chunk
+    except ConnectionRefusedError:
+        return None
+    except OSError:
+        return False
+    return b"\r\n\r\nloopwarden:" in answer
+
+
+def _spawn(port: int, argv: Sequence[str], *, inherit: Sequence[int] = ()) -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    handed = [_INHERIT, ",".join(map(str, inherit))] if inherit else []
+    with contextlib.suppress(OSError):  # no server: the http hooks fail open, as documented
+        subprocess.Popen([sys.executable, "-c", _SERVER_CODE, root, os.getcwd(), "--http-serve",
+                          str(port), *handed, *argv], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True, pass_fds=tuple(inherit))
+
+
 def serve_http(argv: Sequence[str], run: Callable[[Sequence[str]], int], port: int) -> int:
-    """Answer http hooks on ``127.0.0.1:port`` with ``run(argv)`` until idle; returns 0, also
-    when the port is taken (a server already serves it) or uids cannot be checked here."""
+    """Answer http hooks on ``127.0.0.1:port`` with ``run(argv)`` until idle with no registered
+    session alive; returns 0, also when the port is taken (a server already serves it) or uids
+    cannot be checked here. ``argv`` starting with ``--inherit L,C,R``: take over an old
+    server's listening socket ``L`` and accepted connection ``C``, and say so on pipe ``R``."""
     if not all(os.path.exists(table) for table in _PROC_TABLES[:1]):
         return 0
+    if argv[:1] == [_INHERIT]:
+        fds = [int(fd) for fd in argv[1].split(",")]
+        inherited = socket.socket(fileno=fds[0])
+        with socket.socket(fileno=fds[1]) as conn:
+            os.write(fds[2], b"r")  # running: the old server may go
+            os.close(fds[2])
+            with contextlib.suppress(Exception):
+                _exchange(conn, list(argv[2:]), run)
+        with inherited:
+            _serve(inherited, list(argv[2:]), run, port)
+        return 0
+    listener = _bind(port)
+    if listener is None:
+        return 0
+    with listener:
+        _serve(listener, list(argv), run, port)
+    return 0
+
+
+def _bind(port: int) -> socket.socket | None:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
+        # The connections a server that went away closed linger (TIME_WAIT) for a minute; on
+        # Linux this lets a new server listen meanwhile, never beside a live listener.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", port))
         listener.listen(64)
     except OSError:
         listener.close()
-        return 0
-    with listener:
-        _serve(listener, list(argv), run)
-    return 0
+        return None
+    return listener
 
 
-def _serve(listener: socket.socket, argv: list[str], run: Callable[[Sequence[str]], int]) -> None:
+def _serve(listener: socket.socket, argv: list[str], run: Callable[[Sequence[str]], int],
+           port: int) -> None:
     idle = _resident.idle_seconds(warn=False)
     code = _resident.code_identity()
     folder = os.getcwd()
@@ -83,7 +194,17 @@ def _serve(listener: socket.socket, argv: list[str], run: Callable[[Sequence[str
     while True:
         left = idle - (time.monotonic() - last)
         if left <= 0:
-            return
+            if live_sessions(port):  # an open session may call any time: stay
+                last = time.monotonic()
+                continue
+            listener.close()
+            # A session that registered meanwhile found the port taken: serve it after all.
+            rebound = _bind(port) if live_sessions(port) else None
+            if rebound is None:
+                return
+            listener = rebound
+            last = time.monotonic()
+            continue
         listener.settimeout(min(left, 30.0))
         try:
             conn, _ = listener.accept()
@@ -95,13 +216,97 @@ def _serve(listener: socket.socket, argv: list[str], run: Callable[[Sequence[str
         with conn:
             if time.monotonic() - checked >= 1.0:
                 checked = time.monotonic()
-                if _resident.scan_code() != code or not os.path.isdir(folder):
-                    # New code or a gone folder: refuse, and leave the port to a new server.
-                    with contextlib.suppress(OSError):
-                        conn.sendall(_response(503, b"loopwarden: hook server restarting\n"))
+                if not os.path.isdir(folder):  # a gone folder: refuse, and leave the port
+                    _refuse(conn)
+                    return
+                if _resident.scan_code() != code:  # new code answers from now on
+                    if not _hand_over(listener, conn, argv, port):
+                        _refuse(conn)
                     return
             with contextlib.suppress(Exception):  # a client gone, a bug: that hook fails open
                 _exchange(conn, argv, run)
+
+
+def _hand_over(listener: socket.socket, conn: socket.socket, argv: list[str], port: int) -> bool:
+    """Start a server running the new code with ``listener`` and ``conn``; whether it runs."""
+    ready_read, ready_write = os.pipe()
+    try:
+        _spawn(port, argv, inherit=(listener.fileno(), conn.fileno(), ready_write))
+        os.close(ready_write)
+        readable, _, _ = select.select([ready_read], [], [], _HANDOVER_SECONDS)
+        return bool(readable) and os.read(ready_read, 1) == b"r"
+    finally:
+        os.close(ready_read)
+
+
+def register_session(port: int) -> None:
+    """Register the Claude Code process running this hook as a session of the server on
+    ``port`` (nothing when there is no private runtime folder or no such process)."""
+    folder = _resident.private_dir()
+    session = _session_process()
+    if folder is None or session is None:
+        return
+    pid, started = session
+    path = os.path.join(folder, f"http-{port}-session-{pid}-{started}")
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+
+
+def live_sessions(port: int) -> int:
+    """How many registered sessions of the server on ``port`` still run (the files of those
+    that ended are removed)."""
+    folder = _resident.private_dir()
+    if folder is None:
+        return 0
+    prefix = f"http-{port}-session-"
+    alive = 0
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            if not name.startswith(prefix):
+                continue
+            pid, _, started = name[len(prefix):].partition("-")
+            stat = _proc_stat(int(pid)) if pid.isdigit() else None
+            if stat is not None and stat[2] == started:
+                alive += 1
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, name))
+    return alive
+
+
+def _session_process() -> tuple[int, str] | None:
+    """The pid and start time of the nearest ancestor that is not a shell: the Claude Code
+    process that ran this hook (None past init, or without /proc)."""
+    pid = os.getppid()
+    while pid > 1:
+        stat = _proc_stat(pid)
+        if stat is None:
+            return None
+        name, parent, started = stat
+        if name not in _SHELLS:
+            return pid, started
+        pid = parent
+    return None
+
+
+def _proc_stat(pid: int) -> tuple[str, int, str] | None:
+    """The command name, parent pid and start time (clock ticks since boot) of ``pid``."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            line = handle.read()
+    except OSError:
+        return None
+    name, _, rest = line.partition(" (")[2].rpartition(")")
+    fields = rest.split()
+    if len(fields) < 20 or not fields[1].isdigit():
+        return None
+    # (After the name: state, ppid, ... and, 20th, the start time: field 22 of proc(5).)
+    return name, int(fields[1]), fields[19]
+
+
+def _refuse(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall(_response(503, b"loopwarden: hook server restarting\n"))
 
 
 def _exchange(conn: socket.socket, argv: list[str], run: Callable[[Sequence[str]], int]) -> None:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from ..integrations.claude_code_settings import (
     HOOK_EVENTS,
+    HTTP_START_EVENTS,
     http_port_of,
     http_url,
     is_loopwarden_command,
@@ -95,7 +96,7 @@ def installed_events(settings_path: Path) -> list[str]:
     found = []
     for event, entry in _hook_entries(settings_path):
         ours = is_loopwarden_command(entry.get("command")) or http_port_of(entry) is not None
-        if ours and event != "SessionStart" and event not in found:
+        if ours and event not in HTTP_START_EVENTS and event not in found:
             found.append(event)
     return found
 

@@ -221,7 +221,8 @@ def serve(argv: Sequence[str]) -> int:
 def _http(argv: list[str]) -> int:
     """``--http-serve PORT ARGS``: answer http hooks on 127.0.0.1:PORT as ``claude-hook ARGS``
     would (:mod:`loopwarden.cli._resident_http`). ``--http-start PORT ARGS`` (the installer's
-    SessionStart command hook) starts that server detached and returns at once."""
+    SessionStart and UserPromptSubmit command hooks) starts that server detached unless it
+    answers, and tells the user when none does."""
     if len(argv) < 2 or not argv[1].isdigit() or not 0 < int(argv[1]) < 65536:
         sys.stderr.write(f"loopwarden: {argv[0]} needs a port number, got {argv[1:2]}\n")
         return _EXIT_NON_BLOCKING_ERROR
@@ -230,33 +231,13 @@ def _http(argv: list[str]) -> int:
         from ._resident_http import serve_http
 
         return serve_http(rest, run, port)
-    import subprocess
+    from ._resident_http import start_http
 
-    sys.stdin.read()  # (the SessionStart payload: nothing in it is needed)
-    with contextlib.suppress(OSError):  # no server: the http hooks fail open, as documented
-        subprocess.Popen([sys.executable, "-c", _HTTP_SERVER_CODE, _package_root(), os.getcwd(),
-                          "--http-serve", str(port), *rest], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
+    sys.stdin.read()  # (the SessionStart or UserPromptSubmit payload: nothing in it is needed)
+    problem = start_http(port, rest)
+    if problem is not None:  # shown to the user; an exit code 0, so that the session goes on
+        sys.stdout.write(json.dumps({"systemMessage": problem}) + "\n")
     return 0
-
-
-# As the Unix socket server's (loopwarden.cli._resident): no module of the project folder can
-# shadow the ones the server imports.
-_HTTP_SERVER_CODE = """# loopwarden-hook-server (http)
-import sys
-sys.path[:] = [entry for entry in sys.path if entry]
-if sys.argv[1] not in sys.path:
-    sys.path.append(sys.argv[1])
-import os
-os.chdir(sys.argv[2])
-from loopwarden.cli.claude_hook import run
-sys.exit(run(sys.argv[3:]))
-"""
-
-
-def _package_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _answer(db: Path | None, config: Path | None, agent: str | None,
@@ -372,7 +353,7 @@ def _hook_config(path: Path | None, agent: str | None, db: Path,
     an edited config (or an upgrade) is validated again on the next call; an unreadable or
     damaged cache is only slower. The guard gets a plain snapshot of the values either way.
     """
-    from ..config.snapshot import snapshot_from_dict, snapshot_of
+    from ._config_snapshot import snapshot_from_dict, snapshot_of
 
     cache = db.with_name(db.name + _CONFIG_CACHE_SUFFIX)
     key = _config_key(path, agent, preset)

@@ -227,9 +227,9 @@ def _rows(loaded: LoadedConfig, repaired: set[str]) -> Iterator[_Row]:
             yield from _tool_rows(loaded, repaired)
             continue
         if isinstance(value, BaseModel):  # detectors / postCompactionGuard
-            for sub_name, sub_field in type(value).model_fields.items():
-                sub_key = f"{key}.{sub_field.alias or sub_name}"
-                yield sub_key, getattr(value, sub_name), origins.get(sub_key, "default")
+            for sub_alias, sub_value in value.model_dump(by_alias=True).items():
+                sub_key = f"{key}.{sub_alias}"
+                yield sub_key, sub_value, origins.get(sub_key, "default")
             continue
         if name in repaired:
             origin = "repaired"

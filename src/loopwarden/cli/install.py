@@ -3,9 +3,10 @@ host's settings.
 
 Where the hook command goes, and what it is:
 
-- ``--user`` (the default): the user's own settings file, with the absolute path of the running
-  ``loopwarden`` (or ``python -m loopwarden`` with this interpreter's absolute path), never the
-  bare name: a hook command that is not on the PATH the host runs it with exits 127, which the
+- ``--user`` (the default): the user's own settings file, with this interpreter's absolute path
+  running loopwarden's hook file without ``site`` (``PYTHON -S .../loopwarden/cli/_hook.py``,
+  the cheapest start; else the absolute path of the running ``loopwarden``), never the bare
+  name: a hook command that is not on the PATH the host runs it with exits 127, which the
   hosts treat as a non-blocking error, so the guard would be silently off.
 - ``claude-code --project``: ``.claude/settings.local.json``, Claude Code's settings of this
   project for this developer only (kept out of git), with the same absolute command. Nothing
@@ -180,8 +181,13 @@ def _edit(path: Path, change: Callable[[dict[str, Any]], dict[str, Any]], *, dry
 
 
 def hook_executable() -> list[str]:
-    """The argv that runs this loopwarden from anywhere: the ``loopwarden`` script this process
-    was started as, absolute and resolved, else this interpreter with ``-m loopwarden``."""
+    """The argv that runs this loopwarden's hooks from anywhere: this interpreter without
+    ``site`` running the hook file (:mod:`loopwarden.cli._hook`: half the start-up of the
+    console script, which costs every hook event); else the ``loopwarden`` script this process
+    was started as, absolute and resolved; else this interpreter with ``-m loopwarden``."""
+    hook_file = Path(__file__).with_name("_hook.py")  # (a file to run, not a module to import)
+    if sys.executable and hook_file.is_file():
+        return [str(Path(sys.executable).absolute()), "-S", str(hook_file.absolute())]
     launched = sys.argv[0] if sys.argv else ""
     if Path(launched).name.lower() in ("loopwarden", "loopwarden.exe"):
         found = launched if os.sep in launched or (os.altsep and os.altsep in launched) \

@@ -5,24 +5,25 @@ What lives where:
 - ``presets``: ``Preset`` (threshold defaults and feature switches), ``PRESETS``, the order rule;
 - ``validation``: the models' base class (field checks; pydantic errors become ``ConfigError``);
 - ``model``: the pydantic models, ``LoopDetectionConfig`` and its parts;
+- ``switches`` and ``detectors``: the detector switches, which the detectors declare, and the
+  ``detectors`` object that holds them;
 - ``openclaw_file``: JSON/JSON5 files, per-agent blocks, merging and repair;
-- ``snapshot``: a validated config's values as plain data (the Claude Code hook's cache).
 
-The public names load on first use (PEP 562): the Claude Code hook imports ``snapshot`` (and
-with it this file) without loading pydantic.
+The public names load on first use (PEP 562): ``import loopwarden`` imports ``switches`` (and
+with it this file), and a process that never validates a config never loads pydantic.
 """
 
 from __future__ import annotations
 
-# (Not imported from typing: the Claude Code hook imports config.snapshot, and with it this
-# file, without pydantic or typing. Type checkers read any TYPE_CHECKING as true.)
+# (Not imported from typing: every `import loopwarden` imports this file (see switches.py).
+# Type checkers read any TYPE_CHECKING as true.)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
     from ..base.errors import ConfigError, key_segment
+    from .detectors import DetectorsConfig
     from .model import (
-        DetectorsConfig,
         LoopDetectionConfig,
         PerToolConfig,
         PostCompactionGuardConfig,
@@ -54,7 +55,7 @@ __all__ = [
 # Each name by the module that defines it.
 _HOMES: dict[str, str] = {
     "ConfigError": "..base.errors", "key_segment": "..base.errors",
-    "DetectorsConfig": "model", "LoopDetectionConfig": "model", "PerToolConfig": "model",
+    "DetectorsConfig": "detectors", "LoopDetectionConfig": "model", "PerToolConfig": "model",
     "PostCompactionGuardConfig": "model",
     "MAX_CONFIG_BYTES": "openclaw_file", "LoadedConfig": "openclaw_file",
     "config_from_mapping": "openclaw_file", "load_config": "openclaw_file",

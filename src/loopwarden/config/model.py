@@ -24,6 +24,7 @@ from typing_extensions import Self
 
 from ..base.errors import _child_path, _join_path
 from ..base.log import get_logger
+from .detectors import DetectorsConfig
 from .presets import (
     _PRESET_TABLE,
     _THRESHOLD_FIELDS,
@@ -32,6 +33,7 @@ from .presets import (
     Preset,
     PresetName,
 )
+from .switches import declared_switches
 from .validation import (
     _CTX_PATH,
     _CTX_VALUE,
@@ -46,33 +48,6 @@ from .validation import (
 logger = get_logger("loopwarden")
 
 _PER_TOOL: Final = "perTool"
-
-
-class DetectorsConfig(_ConfigModel):
-    """Per-detector switches (``tools.loopDetection.detectors``)."""
-
-    generic_repeat: bool = True
-    known_poll_no_progress: bool = True
-    ping_pong: bool = True
-    argument_churn: bool = True
-    cycle: bool = True  # loopwarden extension: cycles of period 3-6, on in both presets
-    # loopwarden extensions (issue 21), on in both presets: one tool cycling its arguments,
-    # and one failure repeated whatever fresh argument values it echoes.
-    one_tool_cycle: bool = True
-    failure_repeat: bool = True
-    # loopwarden extension, on in both presets: a call's equivalent argument forms ({} and
-    # {"model": "default"}) with identical results are one call repeated.
-    equivalent_arguments: bool = True
-    # loopwarden extension; None lets the preset decide (on for "early").
-    error_repeat: bool | None = None
-
-    _bools = field_validator(
-        "generic_repeat", "known_poll_no_progress", "ping_pong", "argument_churn", mode="before"
-    )(_strict_bool)
-    _cycle_bool = field_validator(
-        "cycle", "one_tool_cycle", "failure_repeat", "equivalent_arguments", mode="before"
-    )(_strict_bool)
-    _optional = field_validator("error_repeat", mode="before")(_optional_bool)
 
 
 class PostCompactionGuardConfig(_ConfigModel):
@@ -340,10 +315,8 @@ class LoopDetectionConfig(_LoopDetectionBlock):
         """The detector switches that are on (snake_case keys of ``detectors``): those set to
         true, and those left unset (``None``) that the preset turns on. The engine reads its
         switches from here only (a test checks the keys against the detectors' registry)."""
-        detectors = self.detectors
         on: set[str] = set()
-        for name in type(detectors).model_fields:
-            value = getattr(detectors, name)
+        for name, value in self.detectors.switches().items():
             if value is None:
                 value = getattr(self._rules, name)
             if value:
@@ -483,6 +456,8 @@ def _merge_keywise(base: Mapping[str, Any], over: Mapping[str, Any], model: Any)
     merged = dict(base)
     if isinstance(model, type) and issubclass(model, BaseModel):
         aliases = {name: f.alias or name for name, f in model.model_fields.items()}
+        if model is DetectorsConfig:  # no fields: its keys are the declared switches
+            aliases = {name: to_camel(name) for name in declared_switches()}
         merged.update({aliases.get(k, k): v for k, v in over.items()})
     else:
         merged.update(over)

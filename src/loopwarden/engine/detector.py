@@ -37,8 +37,8 @@ from .history import (
 from .limits import limits_for, with_tool_thresholds
 
 if TYPE_CHECKING:
-    # Imported when needed: a caller that passes its config (the Claude Code hook passes a
-    # plain snapshot, see _config_snapshot) never loads pydantic.
+    # For annotations only: a caller that passes its config (the Claude Code hook passes a
+    # plain snapshot, see cli/_config_snapshot.py) never loads pydantic.
     from ..config import LoopDetectionConfig
 
 

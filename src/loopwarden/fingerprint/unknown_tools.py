@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Final
 
-# Compiled on first use (most calls never fail): an import costs the hook every time.
+from ..base.lazy_re import lazy_pattern
+
+# Compiled on first use (most calls never fail; see loopwarden.base.lazy_re).
 _OPENCLAW: Final = (
     r"unknown tool[:\s]+[\"']?([a-z0-9_.-]+)[\"']?",
     r"tool\s+[\"']?([a-z0-9_.-]+)[\"']?\s+(?:not found|is not available)",
@@ -29,10 +30,9 @@ _EXTENDED: Final = (
 )
 
 
-@functools.cache
-def _patterns(extended: bool) -> tuple[re.Pattern[str], ...]:
-    sources = _EXTENDED + _OPENCLAW if extended else _OPENCLAW
-    return tuple(re.compile(source, re.IGNORECASE) for source in sources)
+_OPENCLAW_PATTERNS: Final = tuple(lazy_pattern(source, re.IGNORECASE) for source in _OPENCLAW)
+_EXTENDED_PATTERNS: Final = (
+    *(lazy_pattern(source, re.IGNORECASE) for source in _EXTENDED), *_OPENCLAW_PATTERNS)
 
 
 def extract_unknown_tool(text: str, *, extended: bool = False) -> str | None:
@@ -43,8 +43,8 @@ def extract_unknown_tool(text: str, *, extended: bool = False) -> str | None:
     names.
     """
     raw = text.strip()
-    for pattern in _patterns(extended):
-        match = pattern.search(raw)
+    for pattern in _EXTENDED_PATTERNS if extended else _OPENCLAW_PATTERNS:
+        match = pattern().search(raw)
         if match:
             return match.group(1).lower()
     return None

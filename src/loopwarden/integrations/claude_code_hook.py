@@ -46,11 +46,13 @@ that, or once the grants are used, or without a user, the run ends as with ``"en
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.errors import HookPayloadError
+from ..base.lazy_re import lazy_pattern
 from ..base.log import get_logger
 from ..guard import (
     STOP_MESSAGE,
@@ -62,6 +64,7 @@ from ..guard import (
     LoopGuard,
     Question,
     Verdict,
+    warning_note,
 )
 from ..guard import check_exit_behavior as check_exit_behavior
 from ..guard.asking import DEFAULT_MAX_GRANTS
@@ -244,7 +247,7 @@ class ClaudeCodeHook:
         response = payload.get("tool_response")
         failure = _failure_text(response) if event == "PostToolUse" else None
         if event == "PostToolUse" and failure is None:
-            call["result"] = response
+            call["result"] = without_proxy_notes(response)
         else:
             call["error"] = failure or payload.get("error") or "tool failed"
         return _GuardCall(g.after_tool_call, g.aafter_tool_call, call,
@@ -320,6 +323,44 @@ def compaction_stop_output(error: CompactionLoopPersistedError) -> Output:
 
 
 _TERMINAL_ENDINGS = (TERMINAL_TEXT, TERMINAL_SIBLING_TEXT)
+
+# The note loopwarden's MCP proxy adds to a warned result, whatever the count; Gemini CLI wraps
+# each text part of an MCP result in <untrusted_context> tags. Compiled on first use (the hook
+# starts often, and most results never need it), after a plain substring test.
+_NOTE_HEAD, _NOTE_TAIL = warning_note(0).split("0")
+_PROXY_NOTE = lazy_pattern(r"(?:<untrusted_context>\s*)?" + re.escape(_NOTE_HEAD) + r"\d+"
+                           + re.escape(_NOTE_TAIL) + r"(?:\s*</untrusted_context>)?")
+
+
+def without_proxy_notes(response: object) -> object:
+    """An MCP tool's response as the tool gave it: without the warning notes loopwarden's MCP
+    proxy adds to a warned result (an item of their own in the result's ``content``, Claude
+    Code's content list, or Gemini CLI's ``llmContent`` parts). Shared by every hook door: a
+    host that also runs ``loopwarden mcp-proxy`` hands the hook the proxy's note with the
+    result, and the note alone would make each outcome from the warned call on new, restart
+    the identical-outcome streak the hook counts, and keep the hook from ever denying."""
+    if isinstance(response, list):
+        return _without_notes(response)
+    if isinstance(response, Mapping):
+        for key in ("content", "llmContent"):
+            items = response.get(key)
+            if isinstance(items, list):
+                kept = _without_notes(items)
+                if kept is not items:
+                    return {**response, key: kept}
+    return response
+
+
+def _without_notes(items: list[Any]) -> list[Any]:
+    """``items`` without the proxy's notes (``items`` itself when it holds none)."""
+    kept = [item for item in items if not _is_proxy_note(item)]
+    return kept if len(kept) != len(items) else items
+
+
+def _is_proxy_note(item: object) -> bool:
+    text = item.get("text") if isinstance(item, Mapping) else None
+    return (isinstance(text, str) and _NOTE_HEAD in text
+            and _PROXY_NOTE().fullmatch(text) is not None)
 
 
 def _text_of(value: object) -> str:

@@ -38,6 +38,9 @@ __all__ = [
     "uninstall",
 ]
 
+# With http hooks: the command hooks that start the http server (or restart it, once per
+# prompt, when it went away): once per session and prompt, never per tool call.
+HTTP_START_EVENTS = ("SessionStart", "UserPromptSubmit")
 HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _SUBCOMMAND = "claude-hook"
@@ -81,6 +84,8 @@ def is_loopwarden_command(command: object, subcommand: str = _SUBCOMMAND) -> boo
         # Either separator: a settings.json may have been written on Windows.
         name = PureWindowsPath(argv[0]).name.lower()
         return name in ("loopwarden", "loopwarden.exe")
+    if at >= 3 and argv[at - 2] == "-S":  # PYTHON -S .../loopwarden/cli/_hook.py (the fast form)
+        return PureWindowsPath(argv[at - 1]).parts[-3:] == ("loopwarden", "cli", "_hook.py")
     return at >= 3 and argv[at - 2] == "-m" and argv[at - 1] in _MODULES
 
 
@@ -108,8 +113,9 @@ def install(settings: dict[str, Any], command: str, *,
             start_command: str | None = None) -> dict[str, Any]:
     """``settings`` with loopwarden's hook entries (one per event of ``events``; those in
     ``tool_events`` match every tool) running ``command``. With ``http_port`` (Claude Code),
-    every event but PreCompact posts to the http server there instead, and a SessionStart entry
-    runs ``start_command`` (which starts that server); without, such a SessionStart entry goes.
+    every event but PreCompact posts to the http server there instead, and SessionStart and
+    UserPromptSubmit entries run ``start_command`` (which starts that server when it does not
+    answer); without, such entries go.
 
     An event that already has a loopwarden entry keeps it where it is, with the new command;
     any further loopwarden entries of that event are removed. An event without one gets a new
@@ -125,9 +131,12 @@ def install(settings: dict[str, Any], command: str, *,
                 wanted[event] = {"type": "http", "url": http_url(http_port),
                                  "timeout": _HTTP_TIMEOUT_SECONDS}
         if start_command is not None:
-            wanted["SessionStart"] = {"type": "command", "command": start_command}
-    elif subcommand == _SUBCOMMAND and isinstance(hooks.get("SessionStart"), list):
-        wanted["SessionStart"] = {}  # no http server to start any more: the entry goes
+            for event in HTTP_START_EVENTS:
+                wanted[event] = {"type": "command", "command": start_command}
+    elif subcommand == _SUBCOMMAND:
+        for event in HTTP_START_EVENTS:  # no http server to start any more: the entries go
+            if isinstance(hooks.get(event), list):
+                wanted[event] = {}
     for event, entry in wanted.items():
         groups = _event_groups(hooks, event)
         if not entry:

@@ -10,7 +10,10 @@ call id = ``tool_use_id``. The Bash tool's ``tool_response`` is the command's ou
 without its exit code, so a failure reaches the guard only as the text it printed.
 ``apply_patch``'s is a text with an ``Exit code``, the patch's output and a ``Wall time: N
 seconds`` line that changes with the machine's load: masked, or no two results of the same
-patch would be identical.
+patch would be identical. An MCP tool's ``tool_response`` is the MCP result object; when the
+server sits behind ``loopwarden mcp-proxy``, the proxy's own warning note rides in its
+``content`` (from the warned call on): dropped, or the note alone would make that outcome new
+and restart the streak the hook counts, so the hook would never block a loop the proxy warned.
 
 What reaches the model: a blocked call is denied (``permissionDecision: "deny"``), which Codex
 hands to the model as "Command blocked by PreToolUse hook: <reason>"; a warning goes out as
@@ -42,7 +45,13 @@ from ..guard import (
     LoopGuard,
     Verdict,
 )
-from .claude_code_hook import context_output, handled_event, optional_str, required_str
+from .claude_code_hook import (
+    context_output,
+    handled_event,
+    optional_str,
+    required_str,
+    without_proxy_notes,
+)
 
 __all__ = [
     "HANDLED_EVENTS",
@@ -128,9 +137,8 @@ def pre_tool_use_output(verdict: Verdict) -> Output:
 
 
 def _masked(response: object) -> object:
-    """A tool's response with its wall time masked (``apply_patch``'s text carries one)."""
+    """A tool's response as the tool gave it: its wall time masked (``apply_patch``'s text
+    carries one), the MCP proxy's warning notes taken out of an MCP result's ``content``."""
     if isinstance(response, str):
         return _WALL_TIME_LINE.sub("Wall time: <time>", response)
-    return response
-
-
+    return without_proxy_notes(response)

@@ -45,7 +45,7 @@ from ..guard import (
     LoopGuard,
     Verdict,
 )
-from .claude_code_hook import handled_event, required_str
+from .claude_code_hook import handled_event, required_str, without_proxy_notes
 
 __all__ = [
     "HANDLED_EVENTS",
@@ -134,7 +134,9 @@ def before_tool_output(verdict: Verdict, *, end_run: bool = True) -> Output:
 def outcome_of(response: object) -> tuple[Any, Any]:
     """``(result, error)`` for the guard from an AfterTool ``tool_response``: the model's text
     (``llmContent``) with the PGID line masked; an error when the response carries one or the
-    text ends in a non-zero ``Exit Code``."""
+    text ends in a non-zero ``Exit Code``. An MCP result's parts lose the warning notes of
+    loopwarden's MCP proxy (:func:`~.claude_code_hook.without_proxy_notes`)."""
+    response = without_proxy_notes(response)
     if not isinstance(response, Mapping):
         return response, MISSING
     content = response.get("llmContent", response)

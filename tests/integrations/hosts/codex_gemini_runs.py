@@ -28,6 +28,8 @@ from resident_runtime import runtime_dir, stop_servers
 
 REPO = Path(__file__).resolve().parents[3]
 ECHO_SERVER = REPO / "tests" / "integrations" / "mcp_echo_server.py"
+# check_job only, logging each real run to $CALLS_LOG: what the MCP server executed, counted there.
+COUNTER_SERVER = Path(__file__).with_name("mcp_counter_server.py")
 LIMIT = 30  # the insistent model asks this many times, then answers in text
 STOP_MARK = "loopwarden stopped this run"
 
@@ -104,8 +106,10 @@ def _codex_two_tool_cycle(log: Path) -> Callable[[int], Action | None]:
 
 CODEX_SHAPES: dict[str, Shape] = {**SHAPES, "a-b-c": _codex_two_tool_cycle}
 # The model name Codex is told, by shape: it picks the tools it offers by the name's family
-# (apply_patch only for gpt-5.5's); "scripted" gets the shell and no file tool.
-CODEX_MODELS = {"a-b-c": "gpt-5.5"}
+# (apply_patch only for gpt-5.5's); "scripted" gets the shell and no file tool. gpt-5.5 is also
+# how a user's Codex meets MCP tools: deferred behind `tool_search` (a model without Codex's
+# metadata, like "scripted", is handed them in `tools` directly).
+CODEX_MODELS = {"a-b-c": "gpt-5.5", "mcp": "gpt-5.5"}
 
 
 @dataclass
@@ -115,7 +119,8 @@ class RunRecord:
     host: str
     shape: str
     executions: int
-    shell_runs: int                   # commands that really ran (the shell's own log)
+    shell_runs: int                   # calls that really ran, by the tool's own log (the
+                                      # shell's; in Codex's "mcp" run, the MCP server's)
     calls: int                        # calls the model asked for
     first_warning: int | None         # the call whose result carried the warning
     first_denial: int | None          # the first call denied (blocked before it ran)
@@ -183,8 +188,8 @@ def _install(host_command: str, env: dict[str, str], cwd: Path) -> None:
                    check=True, capture_output=True, text=True, timeout=120)
 
 
-def _mcp_server_argv() -> list[str]:
-    return [loopwarden_bin(), "mcp-proxy", "--", sys.executable, str(ECHO_SERVER)]
+def _mcp_server_argv(server: Path = ECHO_SERVER) -> list[str]:
+    return [loopwarden_bin(), "mcp-proxy", "--", sys.executable, str(server)]
 
 
 # -- Codex CLI ----------------------------------------------------------------------------
@@ -209,9 +214,14 @@ def run_codex(shape: str, root: Path, *, hooks: bool = True, resident: bool = Tr
             'wire_api = "responses"', "",
         ]
         if shape == "mcp":
-            argv = _mcp_server_argv()
-            config += ["[mcp_servers.echo]", f"command = {json.dumps(argv[0])}",
-                       f"args = {json.dumps(argv[1:])}", "startup_timeout_sec = 60", ""]
+            # The counter server behind the proxy, logging each run to the executions log.
+            # `required`: Codex waits for the server before the first turn (an optional one
+            # still starting is left out of the turn's tools: "omitting pending optional MCP
+            # server" in its log, and the model's tool_search finds nothing).
+            argv = _mcp_server_argv(COUNTER_SERVER)
+            config += ["[mcp_servers.jobs]", f"command = {json.dumps(argv[0])}",
+                       f"args = {json.dumps(argv[1:])}", "startup_timeout_sec = 60",
+                       "required = true", f"env = {{ CALLS_LOG = {json.dumps(str(log))} }}", ""]
         (codex_home / "config.toml").write_text("\n".join(config))
         if hooks:
             _install("codex", env, work)

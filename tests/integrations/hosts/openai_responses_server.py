@@ -7,6 +7,13 @@ what the host handed back (recorded in the :class:`Transcript`). The answer is t
 next call as a ``function_call`` item (``exec_command`` for a command, else the named tool), or a
 closing text message, streamed as ``response.created`` / ``response.output_item.done`` /
 ``response.completed`` server-sent events.
+
+A tool Codex defers (an MCP tool, for models offered ``tool_search``) is found the way a real
+model finds it: a ``tool_search_call`` item (``execution: "client"``, the tool's name as the
+query) first; Codex answers with a ``tool_search_output`` listing the tool under its namespace
+(``mcp__<server>``), and from then on the model calls it as a ``function_call`` with that
+``namespace``. The search is not one of the model's calls (not counted, nothing in the
+transcript).
 """
 
 from __future__ import annotations
@@ -67,16 +74,8 @@ class ResponsesServer:
                 "type": "message", "role": "assistant", "id": f"msg_{number}",
                 "content": [{"type": "output_text", "text": FINAL_TEXT, "annotations": []}]}
         else:
-            self.transcript.calls_made = made + 1
-            name, arguments = _call(action, _tool_names(body))
-            if name in _tool_names(body, kind="custom"):  # a freeform tool (apply_patch)
-                item = {"type": "custom_tool_call", "id": f"ctc_{number}",
-                        "call_id": f"call_{number}", "name": name,
-                        "input": str(arguments.get("input", "")), "status": "completed"}
-            else:
-                item = {"type": "function_call", "id": f"fc_{number}",
-                        "call_id": f"call_{number}", "name": name,
-                        "arguments": json.dumps(arguments), "status": "completed"}
+            item = _search(action, body, items, number) or self._call_item(action, body,
+                                                                            made, number)
         response = {"id": f"resp_{number}", "object": "response", "status": "completed",
                     "model": body.get("model", "scripted"), "output": [item],
                     "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
@@ -91,25 +90,69 @@ class ResponsesServer:
             {"type": "response.completed", "response": response},
         ]
 
+    def _call_item(self, action: Action, body: dict[str, Any], made: int,
+                   number: int) -> dict[str, Any]:
+        """The model's next call: ``exec_command`` for a command, else the named tool as the
+        host offers it (a freeform tool as a ``custom_tool_call``, a namespaced one with its
+        ``namespace``)."""
+        self.transcript.calls_made = made + 1
+        ids = {"call_id": f"call_{number}", "status": "completed"}
+        if action.command is not None:
+            return {"type": "function_call", "id": f"fc_{number}", "name": "exec_command",
+                    "arguments": json.dumps({"cmd": action.command}), **ids}
+        assert action.tool is not None
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        namespace, tool = _find(action.tool, _offered(body, items)) or (None, {})
+        name = str(tool.get("name", action.tool))
+        if tool.get("type") == "custom":  # a freeform tool (apply_patch)
+            return {"type": "custom_tool_call", "id": f"ctc_{number}", "name": name,
+                    "input": str(action.args.get("input", "")), **ids}
+        item = {"type": "function_call", "id": f"fc_{number}", "name": name,
+                "arguments": json.dumps(action.args), **ids}
+        return item if namespace is None else {**item, "namespace": namespace}
 
-def _call(action: Action, names: list[str]) -> tuple[str, dict[str, Any]]:
-    if action.command is not None:
-        return "exec_command", {"cmd": action.command}
-    assert action.tool is not None
-    # An MCP tool's name is the host's (server prefix and all): the declared one ending so.
-    name = next((n for n in names if n.endswith(action.tool)), action.tool)
-    return name, action.args
+
+def _search(action: Action, body: dict[str, Any], items: list[dict[str, Any]],
+            number: int) -> dict[str, Any] | None:
+    """A ``tool_search_call`` for the action's tool when Codex has not offered it yet but
+    offers ``tool_search`` (and the model has not searched for it already), else None."""
+    if action.tool is None or _find(action.tool, _offered(body, items)) is not None:
+        return None
+    if not any(isinstance(t, dict) and t.get("type") == "tool_search"
+               for t in body.get("tools") or []):
+        return None
+    searched = {json.dumps(i.get("arguments"), sort_keys=True) for i in items
+                if i.get("type") == "tool_search_call"}
+    arguments = {"query": action.tool, "limit": 8}
+    if json.dumps(arguments, sort_keys=True) in searched:
+        return None  # searched and not found: call it by its bare name, as a model would
+    return {"type": "tool_search_call", "id": f"ts_{number}", "call_id": f"search_{number}",
+            "execution": "client", "status": "completed", "arguments": arguments}
 
 
-def _tool_names(body: dict[str, Any], kind: str | None = None) -> list[str]:
-    """The tools the host declared (those of type ``kind`` only, when given)."""
-    names: list[str] = []
-    for tool in body.get("tools") or []:
-        if isinstance(tool, dict) and kind in (None, tool.get("type")):
-            names.append(str(tool.get("name", "")))
-            names += [str(t.get("name", "")) for t in tool.get("tools") or []
+def _offered(body: dict[str, Any],
+             items: list[dict[str, Any]]) -> list[tuple[str | None, dict[str, Any]]]:
+    """Every tool the model may call, with its namespace: those the request declares and those
+    an earlier ``tool_search_output`` exposed."""
+    tools: list[tuple[str | None, dict[str, Any]]] = []
+    found = [t for i in items if i.get("type") == "tool_search_output"
+             for t in i.get("tools") or []]
+    for tool in [*(body.get("tools") or []), *found]:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace":
+            tools += [(str(tool.get("name")), t) for t in tool.get("tools") or []
                       if isinstance(t, dict)]
-    return names
+        else:
+            tools.append((None, tool))
+    return tools
+
+
+def _find(wanted: str, tools: list[tuple[str | None, dict[str, Any]]]
+          ) -> tuple[str | None, dict[str, Any]] | None:
+    """The offered tool named ``wanted``, or whose name ends with it (an MCP tool's name
+    carries the host's server prefix when it is not namespaced)."""
+    return next((t for t in tools if str(t[1].get("name", "")).endswith(wanted)), None)
 
 
 def _output_text(item: dict[str, Any]) -> str:

@@ -30,12 +30,13 @@ def _stopped(record: RunRecord) -> None:
     assert record.ended, record
 
 
-def _mcp_config(work: Path) -> dict[str, object]:
+def _mcp_config(work: Path, *, text_only: bool = False) -> dict[str, object]:
     proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", sys.executable,
              str(HERE / "mcp_counter_server.py")]
-    return {"mcpServers": {"jobs": {"command": proxy[0], "args": proxy[1:],
-                                    "env": {"CALLS_LOG": str(work / "calls.log"),
-                                            "LOOPWARDEN_HOOK_SERVER": "0"}}}}
+    env = {"CALLS_LOG": str(work / "calls.log"), "LOOPWARDEN_HOOK_SERVER": "0"}
+    if text_only:
+        env["CHECK_JOB_TEXT_ONLY"] = "1"
+    return {"mcpServers": {"jobs": {"command": proxy[0], "args": proxy[1:], "env": env}}}
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -74,12 +75,19 @@ def test_same_failure_with_a_fresh_argument_is_stopped(release: str, tmp_path: P
 @pytest.mark.parametrize("release", RELEASES)
 def test_mcp_tool_through_the_proxy_is_stopped_and_the_run_ends(release: str,
                                                                  tmp_path: Path) -> None:
+    # A text-only result: Claude Code hands the hook its content, where the proxy adds its
+    # warning note. The hook must count through the note and deny before the proxy blocks.
     pytest.importorskip("mcp")
     work = tmp_path / "work"
     record = run_claude(claude_binary(release), tmp_path,
                         lambda n: ("mcp__jobs__check_job", {"job_id": "42"}),
-                        mcp_config=_mcp_config(work))
+                        mcp_config=_mcp_config(work, text_only=True))
     _stopped(record)
+    # 20 ran; the hook denied the 21st (2.1.197 answers the first calls "still connecting"
+    # before the server is up, so count from the end): denied once, then the run ended.
+    assert record.executions == 20 and record.denials == 1, record
+    assert record.denied_at == record.issued - 1, record
+    assert "Called check_job with" not in record.stdout, "the proxy blocked, not the hook"
 
 
 def test_mcp_proxy_alone_blocks_every_call_past_the_critical(tmp_path: Path) -> None:

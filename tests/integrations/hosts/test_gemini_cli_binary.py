@@ -59,8 +59,11 @@ def test_healthy_run_is_never_denied(tmp_path: Path,
 
 def test_mcp_tool_through_the_proxy_is_stopped(tmp_path: Path,
                                                record_property: Callable[[str, object], None]) -> None:
-    # Both guard the call: the proxy blocks it as documented (call 21); the hook sees the
-    # proxy's blocked results as new outcomes, so the run goes on with every call blocked.
+    # Both guard the call. The proxy's warning note rides in the warned result's llmContent;
+    # the hook counts through it, so it denies call 21 before the proxy would block it, and
+    # ends the run at call 22.
     record = _run("mcp", tmp_path, record_property)
-    assert record.executions <= 25 and record.first_denial is not None
-    assert record.calls - record.first_denial + 1 == LIMIT - record.executions
+    assert record.executions == 20 and record.first_denial == 21, record.row()
+    assert record.stop == 22 and record.ended_by_host, record.row()
+    assert not any("Called check_job with" in text for text in record.results), \
+        "the proxy blocked a call the hook should have denied"

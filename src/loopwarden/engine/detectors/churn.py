@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config.switches import detector_switch
 from ...fingerprint.outcomes import OUTCOME_WRITE_MUTATION
 from ..history import CallRecord, RunView, SessionState
 from .base import WAKE_TAIL, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import tool_tail_may_reach
+
+#: ``detectors.argumentChurn``: this detector's switch.
+SWITCH = detector_switch("argument_churn")
+
 
 CHURN_MIN_REPEATS = 3
 
@@ -96,7 +101,7 @@ class ChurnDetector(Detector[Churn]):
     __slots__ = ()
     wakes = WAKE_TAIL
     name = "argument_churn"
-    switches = ("argument_churn",)
+    switches = (SWITCH,)
     empty = NO_CHURN
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
@@ -155,6 +160,6 @@ WARNING = Rule(
     _message,
     _key,
     "Argument churn warning: {tool} cycled through stable argument patterns",
-    switch="argument_churn",
+    switch=SWITCH,
     liveness=True,
 )

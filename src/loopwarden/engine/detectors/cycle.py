@@ -7,8 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...config.switches import detector_switch
 from ..history import OUTCOME_VETO, OUTCOME_WRITE_MUTATION, CallRecord, RunView, SessionState
 from .base import WAKE_REPEAT, Detector, Facts, Limits, Prospect, Rule, Score
+
+#: ``detectors.cycle``: this detector's switch.
+SWITCH = detector_switch("cycle")
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +171,7 @@ class CycleDetector(Detector[Cycle]):
     __slots__ = ()
     wakes = WAKE_REPEAT
     name = "cycle"
-    switches = ("cycle",)
+    switches = (SWITCH,)
     empty = NO_CYCLE
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
@@ -227,7 +231,7 @@ BREAKER = Rule(
     ),
     lambda f: "global:" + _key(f),
     "Global circuit breaker triggered: {tool} repeated {n} times with no progress",
-    switch="cycle",
+    switch=SWITCH,
 )
 CRITICAL = Rule(
     CYCLE, "cycle", "critical",
@@ -239,7 +243,7 @@ CRITICAL = Rule(
     ),
     _key,
     "Critical cycle loop detected: repeating cycle count={n} currentTool={tool}",
-    switch="cycle",
+    switch=SWITCH,
 )
 WARNING = Rule(
     CYCLE, "cycle", "warning",
@@ -251,6 +255,6 @@ WARNING = Rule(
     ),
     _key,
     "Cycle loop warning: repeating cycle count={n} currentTool={tool}",
-    switch="cycle",
+    switch=SWITCH,
     liveness=True,
 )

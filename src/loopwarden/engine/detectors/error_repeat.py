@@ -3,9 +3,13 @@ arguments. On with ``detectors.errorRepeat`` (unset: the preset decides, on for 
 
 from __future__ import annotations
 
+from ...config.switches import detector_switch
 from ..history import RunView, SessionState
 from .base import WAKE_ERRORS, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import NO_STREAK, Streak, error_streak
+
+#: ``detectors.errorRepeat``: this detector's switch.
+SWITCH = detector_switch("error_repeat", default=None)  # None: the preset decides
 
 
 class ErrorRepeatDetector(Detector[Streak]):
@@ -14,7 +18,7 @@ class ErrorRepeatDetector(Detector[Streak]):
     __slots__ = ()
     wakes = WAKE_ERRORS
     name = "error_repeat"
-    switches = ("error_repeat",)
+    switches = (SWITCH,)
     empty = NO_STREAK
     reads_error_identity = True
 
@@ -57,7 +61,7 @@ CRITICAL = Rule(
     ),
     _key,
     "Critical error repeat detected: {tool} failed {n} times with the same error",
-    switch="error_repeat",
+    switch=SWITCH,
 )
 WARNING = Rule(
     ERROR_REPEAT, "error_repeat", "warning",
@@ -69,5 +73,5 @@ WARNING = Rule(
     ),
     _key,
     "Error repeat warning: {tool} failed {n} times with the same error",
-    switch="error_repeat",
+    switch=SWITCH,
 )

@@ -16,10 +16,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ...base.text import text_id
+from ...config.switches import detector_switch
 from ...fingerprint.volatile import mask_volatile
 from ..history import OUTCOME_TERMINAL_EXEC_FAILURE, OUTCOME_VETO, RunView, SessionState
 from .base import WAKE_TAIL, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import NO_STREAK, Streak
+
+#: ``detectors.failureRepeat``: this detector's switch.
+SWITCH = detector_switch("failure_repeat")
+
 
 _MIN_TOKEN = 3  # shorter argument values ("-l", "1") would mask ordinary words and digits
 _MAX_TOKENS = 64
@@ -231,7 +236,7 @@ class FailureRepeatDetector(Detector[Streak]):
     __slots__ = ()
     wakes = WAKE_TAIL
     name = "failure_repeat"
-    switches = ("failure_repeat",)
+    switches = (SWITCH,)
     empty = NO_STREAK
     reads_failure_echo = True
 
@@ -276,7 +281,7 @@ CRITICAL = Rule(
     ),
     _key,
     "Critical failure repeat detected: {tool} failed {n} times with the same error",
-    switch="failure_repeat",
+    switch=SWITCH,
 )
 WARNING = Rule(
     FAILURE_REPEAT, "failure_repeat", "warning",
@@ -289,5 +294,5 @@ WARNING = Rule(
     ),
     _key,
     "Failure repeat warning: {tool} failed {n} times with the same error",
-    switch="failure_repeat",
+    switch=SWITCH,
 )

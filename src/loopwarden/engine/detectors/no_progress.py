@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ...config.switches import detector_switch
 from ..history import RunView, SessionState
 from .base import WAKE_REPEAT, WAKE_TAIL, Detector, Facts, Limits, Prospect, Rule, Score
 from .streaks import (
@@ -23,8 +24,12 @@ from .streaks import (
     walk_same_args,
 )
 
-#: The switch of the equivalent-forms rows (snake_case key of ``detectors``).
-EQUIVALENT_SWITCH = "equivalent_arguments"
+#: The switches of the known-poll rows, the plain repeat rows and the equivalent-forms rows
+#: (``detectors.knownPollNoProgress``, ``genericRepeat``, ``equivalentArguments``); the
+#: circuit breaker's row is always on.
+POLL_SWITCH = detector_switch("known_poll_no_progress")
+REPEAT_SWITCH = detector_switch("generic_repeat")
+EQUIVALENT_SWITCH = detector_switch("equivalent_arguments")
 
 
 class NoProgress(NamedTuple):
@@ -167,7 +172,7 @@ POLL_CRITICAL = Rule(
     ),
     lambda f: f"poll:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
     "Critical polling loop detected: {tool} repeated {n} times",
-    switch="known_poll_no_progress",
+    switch=POLL_SWITCH,
 )
 POLL_WARNING = Rule(
     NO_PROGRESS, "known_poll_no_progress", "warning",
@@ -181,7 +186,7 @@ POLL_WARNING = Rule(
     ),
     lambda f: f"poll:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
     "Polling loop warning: {tool} repeated {n} times",
-    switch="known_poll_no_progress",
+    switch=POLL_SWITCH,
     liveness=True,
 )
 GENERIC_CRITICAL = Rule(
@@ -195,7 +200,7 @@ GENERIC_CRITICAL = Rule(
     ),
     lambda f: f"generic:{f.call.tool_name}:{f.call.args_hash}:{_latest(f)}",
     "Critical generic loop detected: {tool} repeated {n} times",
-    switch="generic_repeat",
+    switch=REPEAT_SWITCH,
 )
 GENERIC_WARNING = Rule(
     NO_PROGRESS, "generic_repeat", "warning",
@@ -207,7 +212,7 @@ GENERIC_WARNING = Rule(
     ),
     lambda f: f"generic:{f.call.tool_name}:{f.call.args_hash}",
     "Loop warning: {tool} called {n} times with identical arguments",
-    switch="generic_repeat",
+    switch=REPEAT_SWITCH,
 )
 
 
@@ -238,7 +243,7 @@ EQUIVALENT_CRITICAL = Rule(
     lambda f: (f"generic:{f.call.tool_name}:{_core(f)}:"
                f"{_equivalent_streak(f).latest_result_hash or 'none'}"),
     "Critical generic loop detected: {tool} repeated {n} times",
-    switch="equivalent_arguments",
+    switch=EQUIVALENT_SWITCH,
 )
 EQUIVALENT_WARNING = Rule(
     NO_PROGRESS, "generic_repeat", "warning",
@@ -252,5 +257,5 @@ EQUIVALENT_WARNING = Rule(
     ),
     lambda f: f"generic:{f.call.tool_name}:{_core(f)}",
     "Loop warning: {tool} called {n} times with identical arguments",
-    switch="equivalent_arguments",
+    switch=EQUIVALENT_SWITCH,
 )

@@ -7,9 +7,13 @@ off with ``detectors.oneToolCycle``."""
 
 from __future__ import annotations
 
+from ...config.switches import detector_switch
 from ..history import OUTCOME_VETO, RunView, SessionState
 from .base import WAKE_REPEAT, Detector, Facts, Limits, Prospect, Rule, Score
 from .cycle import NO_CYCLE, Cycle, cycle_possible, no_progress_cycle, unpaced_cycle
+
+#: ``detectors.oneToolCycle``: this detector's switch.
+SWITCH = detector_switch("one_tool_cycle")
 
 
 class OneToolCycleDetector(Detector[Cycle]):
@@ -18,7 +22,7 @@ class OneToolCycleDetector(Detector[Cycle]):
     __slots__ = ()
     wakes = WAKE_REPEAT
     name = "one_tool_cycle"
-    switches = ("one_tool_cycle",)
+    switches = (SWITCH,)
     empty = NO_CYCLE
     reads_mutations = True
 
@@ -73,7 +77,7 @@ BREAKER = Rule(
     ),
     lambda f: "global:" + _key(f),
     "Global circuit breaker triggered: {tool} repeated {n} times with no progress",
-    switch="one_tool_cycle",
+    switch=SWITCH,
 )
 CRITICAL = Rule(
     ONE_TOOL_CYCLE, "cycle", "critical",
@@ -85,7 +89,7 @@ CRITICAL = Rule(
     ),
     _key,
     "Critical cycle loop detected: repeating cycle count={n} currentTool={tool}",
-    switch="one_tool_cycle",
+    switch=SWITCH,
 )
 WARNING = Rule(
     ONE_TOOL_CYCLE, "cycle", "warning",
@@ -97,6 +101,6 @@ WARNING = Rule(
     ),
     _key,
     "Cycle loop warning: repeating cycle count={n} currentTool={tool}",
-    switch="one_tool_cycle",
+    switch=SWITCH,
     liveness=True,
 )

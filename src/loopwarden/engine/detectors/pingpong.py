@@ -7,8 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
+from ...config.switches import detector_switch
 from ..history import OUTCOME_VETO, CallRecord, RunView, SessionState
 from .base import WAKE_REPEAT, Detector, Facts, Limits, Prospect, Rule, Score
+
+#: ``detectors.pingPong``: this detector's switch.
+SWITCH = detector_switch("ping_pong")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +104,7 @@ class PingPongDetector(Detector[PingPong]):
     __slots__ = ()
     wakes = WAKE_REPEAT
     name = "ping_pong"
-    switches = ("ping_pong",)
+    switches = (SWITCH,)
     empty = NO_PING_PONG
 
     def may_fire(self, view: RunView, call: Prospect, limits: Limits) -> bool:
@@ -173,7 +177,7 @@ CRITICAL = Rule(
     ),
     _key,
     "Critical ping-pong loop detected: alternating calls count={n} currentTool={tool}",
-    switch="ping_pong",
+    switch=SWITCH,
     paired=_paired,
 )
 WARNING = Rule(
@@ -187,7 +191,7 @@ WARNING = Rule(
     ),
     _key,
     "Ping-pong loop warning: alternating calls count={n} currentTool={tool}",
-    switch="ping_pong",
+    switch=SWITCH,
     liveness=True,
     paired=_paired,
 )

@@ -1,15 +1,17 @@
-"""A validated :class:`~loopwarden.LoopDetectionConfig`'s values as plain data.
+"""A validated :class:`~loopwarden.LoopDetectionConfig`'s values as plain data: the Claude
+Code hook's config cache (only the hook uses it, so it lives here, beside it).
 
-The engine and the guard only read a config's attributes. A process that must start fast (the
-Claude Code hook, started twice per tool call) can hand them a snapshot of a config validated
-once, in an earlier process, instead of validating again: validation needs pydantic, whose
-import alone costs more than the rest of the hook.
+The engine and the guard only read a config's attributes. The hook, when it runs in its own
+process (started twice per tool call), hands them a snapshot of a config validated once, in
+an earlier process, instead of validating again: validation needs pydantic, whose import
+alone costs more than the rest of the hook.
 
 A snapshot copies values, it derives nothing: every attribute, the derived switches included
-(``rolling_enabled``, ``progress_aware``...), is read from the validated config, so the rules
-stay in :mod:`loopwarden.config` alone. A test checks that the snapshot has every public
-attribute of the config. Plain namespaces rather than dataclasses: creating dataclasses is a
-noticeable part of a short process's start.
+(``rolling_enabled``, ``progress_aware``, ``detector_switches``...), is read from the validated
+config, so the rules stay in :mod:`loopwarden.config` alone. The ``detectors`` object is
+copied whole, whatever switches the detectors declare. A test checks that the snapshot has
+every public attribute of the config. Plain namespaces rather than dataclasses: creating
+dataclasses is a noticeable part of a short process's start.
 """
 
 from __future__ import annotations
@@ -17,26 +19,16 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["snapshot_from_dict", "snapshot_of"]
+__all__: list[str] = []
 
 _BOOL: tuple[type, ...] = (bool,)
 _OPTIONAL_BOOL: tuple[type, ...] = (bool, type(None))
 _COUNT: tuple[type, ...] = (int,)  # a positive int
 _TEXT: tuple[type, ...] = (str,)
 _NAMES: tuple[type, ...] = (list,)  # of str (a frozenset in the config)
+_SWITCHES: tuple[type, ...] = (dict,)  # snake_case name -> bool or None, whichever are declared
 
 NESTED_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    "detectors": {
-        "generic_repeat": _BOOL,
-        "known_poll_no_progress": _BOOL,
-        "ping_pong": _BOOL,
-        "argument_churn": _BOOL,
-        "error_repeat": _OPTIONAL_BOOL,
-        "cycle": _BOOL,
-        "one_tool_cycle": _BOOL,
-        "failure_repeat": _BOOL,
-        "equivalent_arguments": _BOOL,
-    },
     "post_compaction_guard": {"window_size": _COUNT},
 }
 """The nested config objects and their attributes, with the JSON types each may hold."""
@@ -60,6 +52,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "progress_aware": _BOOL,
     "extended_unknown_tools": _BOOL,
     "detector_switches": _NAMES,
+    "detectors": _SWITCHES,
 }
 """The top-level attributes besides :data:`NESTED_FIELDS`, with their JSON types."""
 
@@ -72,6 +65,7 @@ def snapshot_of(config: Any) -> dict[str, Any] | None:
         return None
     data: dict[str, Any] = {name: getattr(config, name) for name in FIELDS}
     data["detector_switches"] = sorted(data["detector_switches"])
+    data["detectors"] = config.detectors.switches()
     for name, nested in NESTED_FIELDS.items():
         value = getattr(config, name)
         data[name] = {key: getattr(value, key) for key in nested}
@@ -91,6 +85,7 @@ def snapshot_from_dict(data: object) -> SimpleNamespace | None:
             return None
         top[name] = SimpleNamespace(**value)
     top["detector_switches"] = frozenset(top["detector_switches"])
+    top["detectors"] = SimpleNamespace(**top["detectors"])
     return SimpleNamespace(**top, per_tool={})  # (snapshot_of takes no config with entries)
 
 
@@ -109,5 +104,8 @@ def _checked(
         if type(value) not in allowed or (allowed is _COUNT and value < 1):
             return None
         if allowed is _NAMES and not all(type(item) is str for item in value):
+            return None
+        if allowed is _SWITCHES and not all(
+                type(key) is str and type(on) in _OPTIONAL_BOOL for key, on in value.items()):
             return None
     return dict(data)
