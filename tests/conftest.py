@@ -29,6 +29,14 @@ import pytest
 # private runtime directory, and stops what it started).
 os.environ.setdefault("LOOPWARDEN_HOOK_SERVER", "0")
 
+# A bytecode cache, whatever the environment says: pytest rewrites the asserts of every test
+# module it imports (about 9 s of CPU per collecting process without a cache, and an xdist run
+# has three), and the tests start thousands of interpreters that import loopwarden (a hook
+# process costs about twice the CPU when it compiles the package from source). Some sandboxes
+# set PYTHONDONTWRITEBYTECODE; the caches are git-ignored.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 CORPUS = REPO.parent / "shared" / "corpus"

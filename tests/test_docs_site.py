@@ -66,7 +66,6 @@ def test_help_cites_nothing_a_clone_lacks() -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
                     reason="mkdocs is not installed (pip install -e '.[docs]')")
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
