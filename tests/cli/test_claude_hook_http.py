@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from loopwarden.cli._resident_http import _diag_uid, _proc_uid, connection_uid
+from loopwarden.cli._resident_http import connection_uid, kernel_uid, proc_table_uid
 from loopwarden.cli.claude_check import check_report
 from loopwarden.integrations.claude_code_settings import http_url, install, uninstall
 
@@ -215,7 +215,7 @@ def test_the_kernel_lookup_and_the_proc_table_agree() -> None:
         with socket.create_connection(listener.getsockname()):
             conn, _ = listener.accept()
             with conn:
-                assert _diag_uid(conn) == _proc_uid(conn) == os.getuid()
+                assert kernel_uid(conn) == proc_table_uid(conn) == os.getuid()
 
 
 @pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None,
@@ -232,7 +232,7 @@ def test_the_kernel_lookup_names_another_users_connection() -> None:
         try:
             conn, _ = listener.accept()
             with conn:
-                assert _diag_uid(conn) == _proc_uid(conn) == 65534
+                assert kernel_uid(conn) == proc_table_uid(conn) == 65534
                 assert connection_uid(conn) == 65534
                 conn.sendall(b"x")
         finally:

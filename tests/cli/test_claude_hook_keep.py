@@ -2,7 +2,7 @@
 (:mod:`loopwarden.cli._hook_keep`); nothing a hook can see may change for it.
 
 Each hook here goes through what the resident servers run per request
-(:func:`loopwarden.cli._resident_server._answer` over :func:`loopwarden.cli.claude_hook.run`),
+(:func:`loopwarden.cli._resident_server.answer_payload` over :func:`loopwarden.cli.claude_hook.run`),
 inside :func:`~loopwarden.cli._hook_keep.keeping` as the servers run it. "Another process" is
 another SQLite connection to the same file, which is what SQLite sees of another process.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from loopwarden.cli import _hook_keep
 from loopwarden.cli._hook_keep import keeping
-from loopwarden.cli._resident_server import _answer
+from loopwarden.cli._resident_server import answer_payload
 from loopwarden.cli.claude_hook import run
 from loopwarden.guard.stores.sqlite import SQLiteStore
 
@@ -28,7 +28,7 @@ def hook(db: Path, n: int, *extra: str) -> tuple[int, str, str]:
     payload = {"hook_event_name": "PreToolUse", "session_id": SESSION, "prompt_id": "p",
                "tool_name": "Bash", "tool_input": {"command": f"echo {n}"},
                "tool_use_id": f"t{n}"}
-    reply = _answer(["--db", str(db), *extra], json.dumps(payload).encode(), run)
+    reply = answer_payload(["--db", str(db), *extra], json.dumps(payload).encode(), run)
     head, n_out, n_err, rest = reply.split(b"\n", 3)
     out, err = rest[: int(n_out)], rest[int(n_out): int(n_out) + int(n_err)]
     return int(head), out.decode(), err.decode()

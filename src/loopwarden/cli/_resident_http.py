@@ -2,7 +2,7 @@
 hooks: Claude Code posts the hook's JSON input and reads the answer from the response, with no
 process started per hook (the command hook pays an interpreter start, twice per tool call).
 
-Each request is answered by the very :func:`loopwarden.cli._resident_server._answer` the Unix
+Each request is answered by the very :func:`loopwarden.cli._resident_server.answer_payload` the Unix
 socket server uses, so the answer is the command hook's: exit code 0 is ``200`` with the hook's
 stdout as the body (its JSON decision, or empty); any other exit code is ``500`` with its stderr,
 which Claude Code treats as a non-blocking error, as it treats the command hook's exit code 1.
@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from . import _resident
-from ._resident_server import _answer
+from ._resident_server import answer_payload
 
 DEFAULT_PORT = 47913
 _MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -89,12 +89,12 @@ def connection_uid(conn: socket.socket) -> int | None:
     of the kernel for that one socket (sock_diag netlink), else from ``/proc/net/tcp(6)``; None
     when it is not listed (another host, a closed socket, no /proc)."""
     try:
-        return _diag_uid(conn)
+        return kernel_uid(conn)
     except (OSError, ValueError, AttributeError, struct.error):  # no sock_diag (a sandbox)
-        return _proc_uid(conn)
+        return proc_table_uid(conn)
 
 
-def _diag_uid(conn: socket.socket) -> int | None:
+def kernel_uid(conn: socket.socket) -> int | None:
     """The client socket's uid from the kernel's sock_diag (what ``ss`` asks): one exact lookup
     instead of /proc/net/tcp, which the kernel writes out whole on every read (milliseconds)."""
     if conn.family != socket.AF_INET:
@@ -123,7 +123,8 @@ def _diag_uid(conn: socket.socket) -> int | None:
     return int(struct.unpack_from("=I", reply, 16 + 64)[0])
 
 
-def _proc_uid(conn: socket.socket) -> int | None:
+def proc_table_uid(conn: socket.socket) -> int | None:
+    """The client socket's uid from ``/proc/net/tcp(6)`` (where sock_diag is not available)."""
     peer_port = conn.getpeername()[1]
     our_port = conn.getsockname()[1]
     for table in _PROC_TABLES:
@@ -365,7 +366,7 @@ def _exchange(conn: socket.socket, argv: list[str], run: Callable[[Sequence[str]
     if body is None:
         conn.sendall(_response(400, b"loopwarden: expected a POST with a JSON body\n"))
         return
-    reply = _answer(argv, body, run)
+    reply = answer_payload(argv, body, run)
     head, _, rest = reply.partition(b"\n")
     n_out, _, rest = rest.partition(b"\n")
     n_err, _, payload = rest.partition(b"\n")

@@ -255,7 +255,7 @@ class _Server:
                 return True  # the client gave up (timed out): it answered, this must not
             self.stopping.answering = True
             try:
-                conn.sendall(_answer(self.argv, payload, self.run))
+                conn.sendall(answer_payload(self.argv, payload, self.run))
             finally:
                 self.stopping.answering = False
         except Exception:  # a client that gave up, a bug: it answers in its own process
@@ -301,7 +301,7 @@ def _read_request(conn: socket.socket) -> bytes | None:
     return payload if len(payload) == size else None
 
 
-def _answer(argv: list[str], payload: bytes, run: Callable[[Sequence[str]], int]) -> bytes:
+def answer_payload(argv: list[str], payload: bytes, run: Callable[[Sequence[str]], int]) -> bytes:
     """Run one hook with ``payload`` as stdin; its exit code, stdout and stderr, framed."""
     saved = sys.stdin, sys.stdout, sys.stderr
     out, err = io.BytesIO(), io.BytesIO()
