@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -18,6 +18,13 @@ from rich.text import Text
 
 from ..config import LoopDetectionConfig, load_config
 from ..offline.report._text import printable
+
+# `--nudge-within`, as `scan` and `runs` both take it (one help text, one bound).
+NudgeWithinOption = Annotated[
+    int, typer.Option("--nudge-within", min=1,
+                      help="Nudge efficacy: later calls of its run in which a warning, block or "
+                           "ask must be followed by a change of course to count as heeded.")
+]
 
 #: The path argument that means "standard input", in every command that reads a file.
 STDIN = "-"

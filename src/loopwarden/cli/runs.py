@@ -26,6 +26,7 @@ from ..guard.stores.base import StoreError
 from ..guard.stores.sqlite import SCHEMA_VERSION, RunSummary, SQLiteStore
 from ..offline.efficacy import DEFAULT_WITHIN, NudgeOutcome, efficacy, live_outcomes
 from ..offline.report.table import fit_widths, middle_ellipsis, one_line, wrap_names
+from ._common import NudgeWithinOption
 from ._exits import write_out
 
 
@@ -47,12 +48,7 @@ def runs(
         int, typer.Option("--limit", min=1, help="Show the newest N runs.")
     ] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    nudge_within: Annotated[
-        int, typer.Option("--nudge-within", min=1,
-                          help="Nudge efficacy: later calls of its run in which a warning, "
-                               "block or ask must be followed by a change of course to count "
-                               "as heeded.")
-    ] = DEFAULT_WITHIN,
+    nudge_within: NudgeWithinOption = DEFAULT_WITHIN,
 ) -> None:
     """List recorded runs and their loop events (warnings, blocks, aborts).
 

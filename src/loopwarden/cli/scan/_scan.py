@@ -13,7 +13,7 @@ from ...offline.efficacy import DEFAULT_WITHIN
 from ...offline.report._text import json_text, printable
 from ...offline.report.table import CLEAN_LIST_LIMIT, SORTS, STDIN, sort_rows
 from ...offline.transcripts import FORMATS
-from .._common import check_paths_exist, fail, note, stderr, stdin_copy
+from .._common import NudgeWithinOption, check_paths_exist, fail, note, stderr, stdin_copy
 from .._exits import write_out
 from ._files import PARALLEL_MIN_BYTES, _scan_all
 from ._options import (
@@ -70,12 +70,7 @@ def scan(
         bool, typer.Option("--all", help="List every clean transcript (without it, more than "
                                          f"{CLEAN_LIST_LIMIT} are one count line).")
     ] = False,
-    nudge_within: Annotated[
-        int, typer.Option("--nudge-within", min=1,
-                          help="Nudge efficacy: later calls of its run in which a warning, "
-                               "block or ask must be followed by a change of course to count "
-                               "as heeded.")
-    ] = DEFAULT_WITHIN,
+    nudge_within: NudgeWithinOption = DEFAULT_WITHIN,
     jobs: Annotated[
         int | None, typer.Option("--jobs", "-j", min=1,
                                  help="Worker processes (default: the number of CPU cores; "
