@@ -156,7 +156,11 @@ def run_claude(binary: Path, tmp: Path, script: Script, *, hooks: bool = True,
                                   capture_output=True, text=True, timeout=_RUN_TIMEOUT_SECONDS,
                                   stdin=subprocess.DEVNULL, check=False)
         finally:
-            stop_servers(home)
+            servers = stop_servers(home)
+    if hooks and resident and "--http" not in install_options:
+        # The command hooks answered through their resident server, as users get them (a
+        # socket path that is too long would have them answer each in its own process).
+        assert servers >= 1, "no resident hook server ran"
     return _record(model, work, proc)
 
 

@@ -178,6 +178,13 @@ def _base_env(home: Path, resident: bool) -> dict[str, str]:
             "LOOPWARDEN_HOOK_SERVER": "1" if resident else "0"}
 
 
+def _check_resident(expected: bool, servers: int) -> None:
+    """The hooks answered through their resident server, as users get them (a socket path that
+    is too long would have them answer each in its own process)."""
+    if expected:
+        assert servers >= 1, "no resident hook server ran"
+
+
 def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=900)
@@ -232,8 +239,9 @@ def run_codex(shape: str, root: Path, *, hooks: bool = True, resident: bool = Tr
              *(["--dangerously-bypass-hook-trust"] if hooks else []), "do the task"],
             env, work)
         finally:
-            stop_servers(root)
+            servers = stop_servers(root)
         seconds = time.monotonic() - started
+    _check_resident(hooks and resident, servers)
     return _record("codex", shape, server.transcript, log, limit, seconds, proc)
 
 
@@ -272,6 +280,7 @@ def run_gemini(shape: str, root: Path, *, hooks: bool = True, own_guard: bool = 
             proc = _run([gemini, "-p", "do the task", "--yolo", "-m", "gemini-2.5-flash",
                          "--output-format", "stream-json"], env, work)
         finally:
-            stop_servers(root)
+            servers = stop_servers(root)
         seconds = time.monotonic() - started
+    _check_resident(hooks and resident, servers)
     return _record("gemini", shape, server.transcript, log, limit, seconds, proc)
