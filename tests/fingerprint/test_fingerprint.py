@@ -20,6 +20,7 @@ from loopwarden.fingerprint import (
     extract_unknown_tool,
     mask_when_spans,
     mutation_target_hash,
+    orjson_safe,
     outcome_of,
 )
 
@@ -96,6 +97,16 @@ def test_s07_cycles_and_shared_children_hash_like_a_fresh_structure() -> None:
     assert b'"[Circular]"' in canonical_json(cyclic)
     # Shared, non-cyclic references are serialised in full each time.
     assert canonical_json(cyclic).count(b'{"k":[1,2]}') == 2
+
+
+def test_a_long_key_shared_by_small_dicts_is_not_handed_to_orjson() -> None:
+    # Few items, but each reference writes the key out again: orjson would build it whole.
+    key = "k" * 40_000
+    shared = {key: 1}
+    assert not orjson_safe([shared, shared])
+    assert not orjson_safe([{key: i} for i in range(2000)])  # 80 MB of one shared key
+    assert orjson_safe([{key: 1}, {"other" + key: 2}])  # no sharing: its own size, safe
+    assert canonical_json([shared, shared]) == canonical_json([{key: 1}, {key: 1}])
 
 
 # --------------------------------------------------------------------------------------------

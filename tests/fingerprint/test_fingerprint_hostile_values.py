@@ -175,8 +175,10 @@ def test_one_long_string_shared_by_many_references_is_hashed_once() -> None:
     out = _child("""
 from loopwarden import LoopDetectionConfig, LoopGuard, args_hash, canonical_json
 text = "x" * 10**6
-values = [[text] * 10**5, {"rows": [{text: 1} for _ in range(10**5)]},
-          {"content": [{"type": "text", "text": text}] * 10**5, "details": {}}]
+# 10 GB each when written out (5 times the child's address space), yet few enough items that
+# only the text's length, keys included, tells the quick check they are too big for orjson.
+values = [[text] * 10**4, {"rows": [{text: 1} for _ in range(10**4)]}, [{text: 1}] * 10**4,
+          {"content": [{"type": "text", "text": text}] * 10**4, "details": {}}]
 for value in values:
     assert canonical_json(value).startswith(b'{"__oversized__":'), canonical_json(value)[:80]
     assert args_hash("t", value) == args_hash("t", value)

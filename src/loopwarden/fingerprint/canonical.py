@@ -135,9 +135,15 @@ def orjson_safe(value: object) -> bool:
 
 
 def _weigh(node: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int, left: int) -> int:
-    """``left`` less the items and string characters of ``node``, or ``_NOT_PLAIN``, or
-    ``_TOO_BIG`` once ``left`` runs out (recursive: the common values are small and flat)."""
+    """``left`` less the items and string characters of ``node`` (keys included), or
+    ``_NOT_PLAIN``, or ``_TOO_BIG`` once ``left`` runs out (recursive: the common values are
+    small and flat)."""
     left -= len(node)
+    if type(node) is dict:
+        # A long key shared by many small dicts is written out at every one of them.
+        for key in node:
+            if type(key) is str:
+                left -= len(key)
     if left < 0:
         return _TOO_BIG
     for child in node.values() if type(node) is dict else node:  # type: ignore[union-attr]
