@@ -103,6 +103,8 @@ def test_timeline_renders_png_and_svg_and_needs_the_trace() -> None:
         timeline_figure(scan.without_trace())
 
 
+# On an idle machine the report draws its timelines in a forked worker (report/plotter.py).
+@pytest.mark.integration
 def test_scan_cli_writes_the_html_report(tmp_path: Path) -> None:
     app = typer.Typer()
     app.callback()(lambda: None)

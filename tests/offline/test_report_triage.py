@@ -368,6 +368,8 @@ def test_a_loaded_tokenizer_counts_the_output_text(monkeypatch: pytest.MonkeyPat
         loop_reports(scan_file(triage_dir / "agents" / "small-loop.jsonl", ENABLED), estimate)
 
 
+# On an idle machine the report draws its timelines in a forked worker (report/plotter.py).
+@pytest.mark.integration
 def test_cli_price_and_tokenizer_reach_the_report(tmp_path: Path, triage_dir: Path) -> None:
     out = tmp_path / "report.html"
     result = CliRunner().invoke(_app(), ["scan", str(triage_dir), "--html", str(out),
