@@ -18,11 +18,15 @@ import os
 import re
 import subprocess
 import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
+import typer
+import typer.testing
 
 # The hooks these tests start answer in their own process: a resident server left behind by
 # each would outlive its test (tests/cli/test_claude_hook_resident.py switches it on, in a
@@ -36,6 +40,24 @@ os.environ.setdefault("LOOPWARDEN_HOOK_SERVER", "0")
 # set PYTHONDONTWRITEBYTECODE; the caches are git-ignored.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+# Typer's CliRunner builds the app's Click command again on every invoke (about 10 ms per
+# command: each callback's signature and annotations are read anew), and the tests invoke the
+# same apps thousands of times. The built command is kept per app object; a test that changes
+# an app after invoking it builds a new app instead.
+_built_commands: weakref.WeakKeyDictionary[typer.Typer, click.Command] = (
+    weakref.WeakKeyDictionary())
+_build_command = typer.testing._get_command
+
+
+def _built_command(app: typer.Typer) -> click.Command:
+    built = _built_commands.get(app)
+    if built is None:
+        built = _built_commands[app] = _build_command(app)
+    return built
+
+
+typer.testing._get_command = _built_command  # type: ignore[assignment]
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
