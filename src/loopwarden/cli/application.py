@@ -9,7 +9,9 @@ exits 141 without a traceback.
 
 The ``loopwarden`` console script is :func:`loopwarden.cli._entry.main`, which runs
 ``claude-hook`` without loading Typer; :func:`main` here runs the app itself
-(``python -m loopwarden.cli``, through :func:`loopwarden.cli.main`).
+(``python -m loopwarden.cli``, through :func:`loopwarden.cli.main`). A command given by name
+loads only its own module (:data:`COMMANDS`): ``loopwarden install …`` does not pay for the
+transcript tools' imports. Help, ``--version`` and anything unknown load them all.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -27,21 +29,19 @@ import typer.core
 
 from .. import __version__
 from ._exits import BROKEN_PIPE_EXIT_CODE, crash_message, quiet_on_broken_pipe, silence_stdout
-from .config import config_app
 
 # Exit code of a command that failed unexpectedly (a bug or an unforeseen input).
 _CRASH_EXIT_CODE = 2
 _CRASH_EXIT_CODES = {"claude-hook": 1}  # see the module doc
 
-app = typer.Typer(
-    name="loopwarden",
-    help="Stop AI agents from wasting money and time in tool-call loops.",
-    no_args_is_help=True,
-    # -h as well as --help, on every command (sub-commands inherit it from this context).
-    context_settings={"help_option_names": ["-h", "--help"]},
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+# Each module adds its commands with `register(app)`; optional dependencies load inside them.
+_COMMAND_MODULES = ("scan", "calibrate", "runs", "claude_hook", "mcp_proxy", "config", "install")
+COMMANDS = {"scan": "scan", "eval": "scan", "calibrate": "calibrate", "runs": "runs",
+            "claude-hook": "claude_hook", "codex-hook": "claude_hook",
+            "gemini-hook": "claude_hook", "mcp-proxy": "mcp_proxy", "config": "config",
+            "install": "install"}
+"""Each command (the first argument) and the module that registers it (checked against the
+whole app by a test)."""
 
 
 def _print_version(value: bool) -> None:
@@ -50,7 +50,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True, help="Print the version and exit.",
@@ -59,18 +58,39 @@ def _root(
     """Stop AI agents from wasting money and time in tool-call loops."""
 
 
-app.add_typer(config_app, name="config", help="Check OpenClaw loop-detection configs.")
+def build_app(modules: Sequence[str] = _COMMAND_MODULES) -> typer.Typer:
+    """The ``loopwarden`` app with the commands of ``modules`` (all of them by default)."""
+    built = typer.Typer(
+        name="loopwarden",
+        help="Stop AI agents from wasting money and time in tool-call loops.",
+        no_args_is_help=True,
+        # -h as well as --help, on every command (sub-commands inherit it from this context).
+        context_settings={"help_option_names": ["-h", "--help"]},
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    built.callback()(_root)
+    for name in modules:
+        importlib.import_module(f"loopwarden.cli.{name}").register(built)
+    return built
 
-# Each module adds its commands with `register(app)`; optional dependencies load inside them.
-_COMMAND_MODULES = ("scan", "calibrate", "runs", "claude_hook", "mcp_proxy", "install")
-for _name in _COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"loopwarden.cli.{_name}")
-    except ModuleNotFoundError as exc:  # pragma: no cover - only while a module is being written
-        if exc.name != f"loopwarden.cli.{_name}":
-            raise
-        continue
-    _module.register(app)
+
+def app_for(args: Sequence[str]) -> typer.Typer:
+    """The app to run ``loopwarden ARGS``: the named command's module alone, or all."""
+    module = COMMANDS.get(args[0]) if args else None
+    return build_app((module,) if module is not None else _COMMAND_MODULES)
+
+
+app: typer.Typer  # (set by __getattr__ below)
+
+
+def __getattr__(name: str) -> Any:
+    # The whole app, built on first use (:func:`main` builds only what its command needs).
+    if name == "app":
+        global app
+        app = build_app()
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _crash_message = crash_message
@@ -137,10 +157,12 @@ _flags_shown_as_flags()
 def main() -> None:
     """The ``loopwarden`` entry point: a crash in any command is one error line and an exit code,
     a closed stdout exits 141."""
-    # Guarded at call time, so that commands added to `app` after import are covered too.
-    _guard_commands(app)
+    # The whole app once something has used it (a program may have added commands to it),
+    # else only what the command needs. Guarded at call time, added commands included.
+    chosen: typer.Typer = globals().get("app") or app_for(sys.argv[1:])
+    _guard_commands(chosen)
     _exit_141_on_rich_broken_pipe()
-    sys.exit(quiet_on_broken_pipe(_run_app))
+    sys.exit(quiet_on_broken_pipe(lambda: _run_app(chosen)))
 
 
 def _exit_141_on_rich_broken_pipe() -> None:
@@ -159,9 +181,9 @@ def _exit_141_on_rich_broken_pipe() -> None:
     Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
 
 
-def _run_app() -> int:
+def _run_app(chosen: typer.Typer) -> int:
     try:
-        app()
+        chosen()
     except BrokenPipeError:
         raise  # quiet_on_broken_pipe's
     except SystemExit as exc:

@@ -73,6 +73,11 @@ def _collect_repairs() -> Iterator[_RepairCollector]:
         log.removeHandler(collector)
 
 
+def register(app: typer.Typer) -> None:
+    """Add ``config check`` to ``app``."""
+    app.add_typer(config_app, name="config", help="Check OpenClaw loop-detection configs.")
+
+
 @config_app.command("check")
 def check(
     path: Annotated[Path, typer.Argument(help="OpenClaw config file (JSON5); - reads it from stdin.")],
