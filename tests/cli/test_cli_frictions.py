@@ -49,11 +49,12 @@ def test_plain_flags_are_shown_as_flags(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_scan_json_into_head_exits_141(tmp_path: Path) -> None:
-    # Enough transcripts for a --json document far larger than a pipe holds.
+    # A --json document (about 400 KB) far larger than the pipe (64 KB) plus what head's one
+    # read takes from it: with about 100 KB, the write could still finish before head exits.
     lines = "".join(f'{{"tool": "poll", "args": {{"n": {i % 3}}}, "result": "same"}}\n'
-                    for i in range(300))
-    for n in range(40):
-        (tmp_path / f"t{n:02}.jsonl").write_text(lines)
+                    for i in range(60))
+    for n in range(160):
+        (tmp_path / f"t{n:03}.jsonl").write_text(lines)
     env = {**os.environ, "HOME": str(tmp_path), "NO_COLOR": "1"}
     done = subprocess.run(["bash", "-c", f'"{sys.executable}" -c "{SCRIPT}" scan --json . '
                            '| head -1; exit "${PIPESTATUS[0]}"'], cwd=tmp_path, env=env,
