@@ -144,9 +144,12 @@ def _weigh(node: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int, left:
         for key in node:
             if type(key) is str:
                 left -= len(key)
+        children: Any = node.values()
+    else:
+        children = node
     if left < 0:
         return _TOO_BIG
-    for child in node.values() if type(node) is dict else node:  # type: ignore[union-attr]
+    for child in children:
         kind = type(child)
         if kind is str:
             left -= len(child)

@@ -86,6 +86,9 @@ def leaves_of(value: Any) -> Leaves:
     end) are read no further than that in all (a result sharing its children at every level,
     or making up new ones on every access, ends there)."""
     leaves = Leaves()
+    # A value met at many leaf positions (a shared subtree past MAX_DEPTH) is written once:
+    # id -> (the value, kept alive so the id stays its own; its text).
+    written: dict[int, tuple[Any, str]] = {}
     stack: list[tuple[Iterator[tuple[str, Any]], int]] = [(iter((("$", value),)), 0)]
     visits = 0
     budget = [MAX_VISITS]  # children custom containers may still hand over
@@ -111,7 +114,10 @@ def leaves_of(value: Any) -> Leaves:
                 continue
         except Exception:  # a container that raises when read is a leaf like any value
             pass
-        leaves[path] = canonical_json(node).decode("utf-8", "replace")
+        done = written.get(id(node))
+        if done is None:
+            done = written[id(node)] = (node, canonical_json(node).decode("utf-8", "replace"))
+        leaves[path] = done[1]
     leaves.digest()
     return leaves
 
