@@ -983,3 +983,12 @@ def test_config_from_mapping_rejects_non_mapping() -> None:
     err = raises_config_error(lambda: config_from_mapping([1], source="x.json"))  # type: ignore[arg-type]
     assert err.file == "x.json"
     assert "must be a JSON object" in str(err)
+
+
+def test_the_json_schema_lists_the_declared_detector_switches() -> None:
+    detectors = LoopDetectionConfig.model_json_schema()["$defs"]["DetectorsConfig"]
+    assert detectors["properties"]["pingPong"] == {"type": "boolean", "default": True}
+    assert detectors["properties"]["errorRepeat"] == {"type": ["boolean", "null"],
+                                                      "default": None}
+    assert len(detectors["properties"]) == len(DetectorsConfig().switches())
+    assert detectors["additionalProperties"] is False

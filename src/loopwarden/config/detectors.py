@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import (
     BaseModel,
     ConfigDict,
+    GetJsonSchemaHandler,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     model_serializer,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError, ValidationError
 
 from .switches import declared_switches
 from .validation import _ConfigModel
@@ -43,6 +45,19 @@ class DetectorsConfig(_ConfigModel):
         if not isinstance(data, Mapping):
             raise PydanticCustomError("object", "must be an object")
         return _switch_values(data)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        # No field is written here: the schema's properties are the declared switches, in the
+        # config file's spelling, and nothing else is allowed (as in the rest of the config).
+        schema = handler.resolve_ref_schema(handler(core_schema))
+        schema["properties"] = {
+            to_camel(name): {"type": "boolean" if default is not None else ["boolean", "null"],
+                             "default": default}
+            for name, default in declared_switches().items()}
+        schema["additionalProperties"] = False
+        return schema
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
