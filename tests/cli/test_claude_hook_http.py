@@ -16,14 +16,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from http_hook_helpers import free_port, hook_env, post_hook
 from loopwarden.cli._resident_http import connection_uid, kernel_uid, proc_table_uid
 from loopwarden.cli.claude_check import check_report
 from loopwarden.integrations.claude_code_settings import http_url, install, uninstall
@@ -33,25 +32,13 @@ pytestmark = [pytest.mark.integration,
 SESSION = "5d1c2e3f-0a4b-4c5d-8e6f-1a2b3c4d5e6f"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOPWARDEN_", "XDG_"))}
-    env.update(HOME=str(home), LOOPWARDEN_HOOK_SERVER="0", XDG_RUNTIME_DIR=str(home))
-    return env
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     home = tmp_path / "http-home"
     home.mkdir()
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "loopwarden", "claude-hook", "--http-serve",
-                             str(port)], env=_env(home), cwd=tmp_path)
+                             str(port)], env=hook_env(home, home), cwd=tmp_path)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -76,26 +63,16 @@ def _payloads(cwd: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _post(port: int, payload: dict[str, Any]) -> tuple[int, bytes]:
-    request = urllib.request.Request(http_url(port), data=json.dumps(payload).encode(),
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-
-
 def test_http_answers_are_the_command_hooks_answers(server: tuple[int, Path],
                                                      tmp_path: Path) -> None:
     port, cwd = server
     home = tmp_path / "command-home"
     home.mkdir()
     for payload in _payloads(cwd):
-        status, body = _post(port, payload)
+        status, body = post_hook(port, payload)
         command = subprocess.run([sys.executable, "-m", "loopwarden", "claude-hook"],
                                  input=json.dumps(payload), capture_output=True, text=True,
-                                 env=_env(home), cwd=cwd, timeout=60, check=False)
+                                 env=hook_env(home, home), cwd=cwd, timeout=60, check=False)
         assert (status, body.decode()) == (200, command.stdout), payload
 
 
@@ -126,7 +103,7 @@ def test_another_uid_is_refused_and_nothing_is_recorded(server: tuple[int, Path]
             capture_output=True, text=True, timeout=60, check=False)
         assert shown.stdout.strip() == "403", shown.stderr
     # Nothing the other user sent counted: this user's first call is still a fresh one.
-    status, body = _post(port, payloads[0])
+    status, body = post_hook(port, payloads[0])
     assert status == 200 and b"deny" not in body and b"loop" not in body.lower()
 
 
@@ -179,7 +156,7 @@ def test_check_recognises_http_hooks_and_says_the_server_answers(server: tuple[i
 
 def test_check_says_when_the_http_server_is_down_or_the_port_taken(tmp_path: Path) -> None:
     # Down: normal between sessions (the SessionStart hook starts it), so not a failure.
-    claude, settings = _http_settings(tmp_path, _free_port())
+    claude, settings = _http_settings(tmp_path, free_port())
     code, report = check_report(claude, [settings])
     assert code == 0 and "all events (http hooks)" in report and "not running" in report, report
     # The SessionStart entry that starts the server is gone: the hooks would never be answered.

@@ -15,8 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,37 +22,11 @@ from typing import Any
 import pytest
 
 import loopwarden
-from loopwarden.integrations.claude_code_settings import http_url
+from http_hook_helpers import free_port, hook_env, http_server_pids, post_hook
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="Linux /proc")]
 SESSION = "0f1e2d3c-4b5a-4697-8877-665544332211"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOPWARDEN_", "XDG_"))}
-    runtime = home / "run"
-    runtime.mkdir(mode=0o700, exist_ok=True)
-    env.update(HOME=str(home), LOOPWARDEN_HOOK_SERVER="0", XDG_RUNTIME_DIR=str(runtime))
-    env.update(extra)
-    return env
-
-
-def _server_pids(port: int) -> list[int]:
-    wanted = f"\0--http-serve\0{port}\0".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if wanted in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-    return pids
 
 
 def _wait_for(condition: Any, seconds: float = 30.0) -> bool:
@@ -73,23 +45,17 @@ def _answers(port: int) -> bool:
 
 
 def _post(port: int, n: int, cwd: Path) -> tuple[int, bytes]:
-    payload = {"session_id": SESSION, "cwd": str(cwd), "tool_name": "Bash",
-               "hook_event_name": "PreToolUse", "tool_input": {"command": f"echo {n}"},
-               "tool_use_id": f"toolu_{n:04d}", "transcript_path": str(cwd / "t.jsonl")}
-    request = urllib.request.Request(http_url(port), data=json.dumps(payload).encode(),
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+    return post_hook(port, {
+        "session_id": SESSION, "cwd": str(cwd), "tool_name": "Bash",
+        "hook_event_name": "PreToolUse", "tool_input": {"command": f"echo {n}"},
+        "tool_use_id": f"toolu_{n:04d}", "transcript_path": str(cwd / "t.jsonl")})
 
 
 @pytest.fixture
 def port() -> Iterator[int]:
-    chosen = _free_port()
+    chosen = free_port()
     yield chosen
-    for pid in _server_pids(chosen):
+    for pid in http_server_pids(chosen):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
 
@@ -104,18 +70,18 @@ def test_the_server_outlives_its_idle_timeout_while_the_session_that_started_it_
     session = subprocess.Popen(
         [sys.executable, "-c", "import subprocess, sys, time\n"
          "subprocess.run(['/bin/sh', '-c', sys.argv[1]], check=True)\ntime.sleep(600)", start],
-        env=_env(home, LOOPWARDEN_HOOK_SERVER_IDLE="0.5"), cwd=tmp_path)
+        env=hook_env(home, home / "run", LOOPWARDEN_HOOK_SERVER_IDLE="0.5"), cwd=tmp_path)
     try:
         assert _wait_for(lambda: _answers(port)), "the SessionStart hook started no server"
-        server = _server_pids(port)
+        server = http_server_pids(port)
         time.sleep(3)  # six idle timeouts, with the session still open
-        assert _server_pids(port) == server and _answers(port)
+        assert http_server_pids(port) == server and _answers(port)
         assert _post(port, 1, tmp_path)[0] == 200
     finally:
         session.kill()
         session.wait()
     # The session ended: the server goes after its idle timeout.
-    assert _wait_for(lambda: not _server_pids(port)), "the server outlived its session"
+    assert _wait_for(lambda: not http_server_pids(port)), "the server outlived its session"
 
 
 def _copy_of_loopwarden(tmp_path: Path) -> Path:
@@ -131,7 +97,7 @@ def test_new_code_takes_over_the_port_without_refusing_a_request(tmp_path: Path,
     home = tmp_path / "home"
     home.mkdir()
     root = _copy_of_loopwarden(tmp_path)
-    env = _env(home, PYTHONPATH=str(root))
+    env = hook_env(home, home / "run", PYTHONPATH=str(root))
     old = subprocess.Popen([sys.executable, "-m", "loopwarden", "claude-hook", "--http-serve",
                             str(port)], env=env, cwd=tmp_path)
     try:
@@ -144,7 +110,7 @@ def test_new_code_takes_over_the_port_without_refusing_a_request(tmp_path: Path,
         statuses = [_post(port, n, tmp_path)[0] for n in range(2, 6)]
         assert statuses == [200] * 4, statuses
         assert old.wait(timeout=30) == 0
-        assert _server_pids(port) and old.pid not in _server_pids(port)
+        assert http_server_pids(port) and old.pid not in http_server_pids(port)
     finally:
         with contextlib.suppress(OSError):
             old.kill()
@@ -155,7 +121,7 @@ def _start_hook(port: int, home: Path, cwd: Path) -> subprocess.CompletedProcess
     # As users get it: with the resident Unix socket server on (which it must not use).
     return subprocess.run([sys.executable, "-m", "loopwarden", "claude-hook", "--http-start",
                            str(port)], input='{"hook_event_name": "UserPromptSubmit"}',
-                          env=_env(home, LOOPWARDEN_HOOK_SERVER="1"), cwd=cwd,
+                          env=hook_env(home, home / "run", LOOPWARDEN_HOOK_SERVER="1"), cwd=cwd,
                           capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -166,7 +132,7 @@ def test_the_start_hook_brings_a_killed_server_back_before_it_returns(tmp_path: 
     first = _start_hook(port, home, tmp_path)
     # It returns once the server answers: the session's first tool call finds it.
     assert (first.returncode, first.stdout) == (0, "") and _answers(port), first.stderr
-    for pid in _server_pids(port):
+    for pid in http_server_pids(port):
         os.kill(pid, signal.SIGKILL)
     assert _wait_for(lambda: not _answers(port))
     again = _start_hook(port, home, tmp_path)  # the next prompt's hook

@@ -25,6 +25,7 @@ import pytest
 from anthropic_server import MAX_CALLS, Script, ScriptedModel, serve
 from resident_runtime import runtime_dir, stop_servers
 
+from http_hook_helpers import http_server_pids
 from loopwarden.guard import RECOVERY_TEXT, TERMINAL_TEXT
 
 __all__ = ["RELEASES", "RunRecord", "claude_binary", "http_server_pids", "install_hooks",
@@ -111,20 +112,6 @@ def install_hooks(home: Path, *options: str) -> str:
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
-
-
-def http_server_pids(port: int) -> list[int]:
-    """The http hook servers serving ``port`` (started by the SessionStart hook), by pid."""
-    wanted = f"\0--http-serve\0{port}\0".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if wanted in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
 
 
 def bash(work: Path, command: str) -> tuple[str, dict[str, Any]]:
