@@ -23,9 +23,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrations" / "hosts"))
+_TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(_TESTS / "integrations" / "hosts"), str(_TESTS)]  # drivers, shared helpers
 
-from codex_gemini_runs import LOOPS, RunRecord, binary, run_codex, run_gemini
+from codex_gemini_runs import LOOPS, RunRecord, binary, run_codex, run_gemini  # noqa: E402
 
 SHAPES = (*[s for s in LOOPS if s != "mcp"], "healthy")
 

@@ -36,7 +36,8 @@ from itertools import pairwise
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "integrations" / "hosts"))
+# The host drivers, and the helpers they share with the other test folders.
+sys.path[:0] = [str(REPO / "tests" / "integrations" / "hosts"), str(REPO / "tests")]
 
 from anthropic_server import ScriptedModel, serve  # noqa: E402
 from claude_code import RELEASES, bash, host_env, http_server_pids  # noqa: E402
