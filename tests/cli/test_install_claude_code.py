@@ -39,11 +39,16 @@ FOREIGN = {
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """This environment, its PYTHONPATH made absolute (the children run in other folders)."""
+    """This environment, its PYTHONPATH made absolute (the children run in other folders), and
+    no ``claude`` on its PATH: the install fits the hooks to the release on PATH, and these
+    tests must not depend on what this machine has (tests with a release put one there)."""
     env = {**os.environ, **extra}
     if env.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.pathsep.join(
             os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p)
+    env["PATH"] = os.pathsep.join(
+        folder for folder in env.get("PATH", "").split(os.pathsep)
+        if folder and not os.path.exists(os.path.join(folder, "claude")))
     return env
 
 
@@ -94,6 +99,42 @@ def test_a_fresh_install_writes_the_hooks_with_an_absolute_command(tmp_path: Pat
     assert argv[-1] == "claude-hook"
     assert str(path) in result.stdout and command in result.stdout
     assert backups(path) == []  # there was nothing to back up
+
+
+def test_the_batch_hook_follows_the_release_on_path(tmp_path: Path) -> None:
+    """Claude Code 2.1.332 ends a run on the denied call itself: its install has no batch hook
+    (one hook less per tool call); 2.1.197 needs it, and so does ``--exit-behavior ask``.
+    Installing again for another release adds or removes it, and only loopwarden's entry.
+    (A stand-in ``claude`` prints the version; the host tests run the real releases.)"""
+    home, bin_dir = tmp_path / "home", tmp_path / "bin"
+    home.mkdir()
+    bin_dir.mkdir()
+    claude = bin_dir / "claude"
+    path = user_settings(home)
+    path.parent.mkdir()
+    foreign = {"hooks": [{"type": "command", "command": "notify-send batch"}]}
+    path.write_text(json.dumps({"hooks": {"PostToolBatch": [foreign]}}), encoding="utf-8")
+
+    def install_for(version: str, *args: str) -> list[str]:
+        claude.write_text(f"#!/bin/sh\necho '{version} (Claude Code)'\n", encoding="utf-8")
+        claude.chmod(0o755)
+        env = child_env(HOME=str(home))
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+        result = subprocess.run([sys.executable, "-m", "loopwarden", "install", "claude-code",
+                                 *args], capture_output=True, text=True, timeout=120,
+                                check=False, env=env)
+        assert result.returncode == 0, result.stderr
+        left_out = "PostToolBatch hook left out: Claude Code 2.1.332" in result.stdout
+        assert left_out == (version == "2.1.332" and not args), result.stdout
+        settings = read(path)
+        assert settings["hooks"]["PostToolBatch"][0] == foreign  # never theirs
+        return [event for event in HOOK_EVENTS if ours(settings, event)]
+
+    without_batch = [event for event in HOOK_EVENTS if event != "PostToolBatch"]
+    assert install_for("2.1.332") == without_batch
+    assert install_for("2.1.197") == list(HOOK_EVENTS)
+    assert install_for("2.1.332") == without_batch
+    assert install_for("2.1.332", "--exit-behavior", "ask") == list(HOOK_EVENTS)
 
 
 def test_installing_twice_changes_nothing(tmp_path: Path) -> None:

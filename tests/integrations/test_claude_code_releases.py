@@ -165,3 +165,20 @@ def test_check_fails_for_an_unsupported_release_or_missing_hooks(tmp_path: Path)
     assert too_old.returncode == 1 and "older than the minimum 2.1.197" in too_old.stdout
     missing = _check(tmp_path / "x" if (tmp_path / "x").mkdir() is None else tmp_path, "2.1.332")
     assert missing.returncode == 1 and "not installed" in missing.stdout
+
+
+@pytest.mark.integration
+def test_check_wants_the_batch_hook_only_where_the_release_needs_it(tmp_path: Path) -> None:
+    # Installed for 2.1.332 (no batch hook: it ends the run on the denied call itself)...
+    env = {**os.environ, "HOME": str(tmp_path)}
+    subprocess.run([sys.executable, "-m", "loopwarden", "install", "claude-code", "--user",
+                    "--claude", str(_fake_claude(tmp_path, "2.1.332"))],
+                   env=env, capture_output=True, check=True, cwd=tmp_path)
+    current = _check(tmp_path, "2.1.332")
+    assert current.returncode == 0, current.stdout + current.stderr
+    assert "all events" in current.stdout and "[yes] end the run after the batch" in current.stdout
+    # ...then Claude Code went back to 2.1.197, which would deny the terminal call forever
+    # without ending the run: --check says what is missing.
+    older = _check(tmp_path, "2.1.197")
+    assert older.returncode == 1 and "missing PostToolBatch" in older.stdout, older.stdout
+

@@ -10,6 +10,7 @@ reported as unsupported: they were never tested, and some lack the events the ho
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import itertools
 import json
@@ -25,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..integrations.claude_code_settings import (
+    BATCH_EVENT,
     HOOK_EVENTS,
     HTTP_START_EVENTS,
     http_port_of,
@@ -67,10 +69,33 @@ def parse_version(text: str) -> Version | None:
     return major, minor, patch
 
 
+def ends_on_the_denied_call(version: Version | None) -> bool:
+    """Whether Claude Code ``version`` ends a run on the answer that denies the terminal call
+    with ``continue: false`` (an unknown release, None: assumed not)."""
+    return version is not None and version >= _ENDS_ON_THE_DENIED_CALL
+
+
+def batch_hook_needed(version: Version | None, exit_behavior: str) -> bool:
+    """Whether the PostToolBatch hook has work in Claude Code ``version`` under
+    ``exit_behavior``: it says the terminal stop again for a release that ignores it on the
+    denied call, and settles an unanswered ``ask``. Elsewhere it does nothing but cost one more
+    hook per tool call, so the installer leaves it out."""
+    if exit_behavior == "ask":
+        return True
+    return exit_behavior != "continue" and not ends_on_the_denied_call(version)
+
+
+def release_of(claude: str | None) -> tuple[str | None, Version | None]:
+    """(the ``claude`` executable, None: the one on PATH; its version, None when there is no
+    such executable or it gave none)."""
+    executable = claude or shutil.which("claude")
+    return executable, None if executable is None else _version_of(executable)
+
+
 def behaviours(version: Version) -> list[Behaviour]:
     """What the hook can do in Claude Code ``version``."""
     tested = version >= MINIMUM_VERSION
-    ends_at_once = version >= _ENDS_ON_THE_DENIED_CALL
+    ends_at_once = ends_on_the_denied_call(version)
     return [
         Behaviour("deny a looping call (PreToolUse permissionDecision)", tested,
                   "the model gets the loop message as the tool's error"),
@@ -82,6 +107,8 @@ def behaviours(version: Version) -> list[Behaviour]:
                   "honoured" if ends_at_once else
                   "ignored by this release: the run ends after the call's batch instead"),
         Behaviour("end the run after the batch (PostToolBatch)", tested,
+                  "not needed: install leaves this hook out (one hook less per tool call) "
+                  "unless --exit-behavior ask" if ends_at_once else
                   "continue: false once the terminally denied call is settled; nothing runs "
                   "in between"),
         Behaviour("sub-agent runs kept apart (agent_id)", tested,
@@ -260,13 +287,12 @@ def check_report(claude: str | None, settings_paths: list[Path],
     release is supported, the hooks are installed for every event and their commands run
     (none with a path of this machine in a ``shared`` file), 1 otherwise."""
     lines: list[str] = []
-    executable = claude or shutil.which("claude")
+    executable, version = release_of(claude)
     ok = True
     if executable is None:
         lines.append("claude: not found on PATH (pass --claude PATH)")
         ok = False
     else:
-        version = _version_of(executable)
         if version is None:
             lines.append(f"claude: {executable}: `claude --version` gave no version")
             ok = False
@@ -284,7 +310,8 @@ def check_report(claude: str | None, settings_paths: list[Path],
     complete = False
     for path in settings_paths:
         events = installed_events(path)
-        missing = [event for event in HOOK_EVENTS if event not in events]
+        missing = [event for event in HOOK_EVENTS if event not in events and (
+            event != BATCH_EVENT or batch_hook_needed(version, _exit_behavior(path)))]
         ports = http_ports(path)
         if ports and not _starts_http_server(path):
             missing.append("SessionStart (starts the http server)")
@@ -301,6 +328,22 @@ def check_report(claude: str | None, settings_paths: list[Path],
         lines.append("run `loopwarden install claude-code` to install the hooks")
     commands_ok, command_lines = commands_report(settings_paths, shared)
     return (0 if ok and commands_ok else 1), "\n".join(lines + command_lines)
+
+
+def _exit_behavior(settings_path: Path) -> str:
+    """The ``--exit-behavior`` of loopwarden's hook commands in ``settings_path`` (``end``, the
+    hook's default, when they name none)."""
+    for _, command in _hook_commands(settings_path):
+        if isinstance(command, str) and is_loopwarden_command(command):
+            with contextlib.suppress(ValueError):  # (not shell words: no option to read)
+                argv = shlex.split(command)
+                for flag, value in itertools.pairwise(argv):
+                    if flag == "--exit-behavior":
+                        return value
+                for token in argv:
+                    if token.startswith("--exit-behavior="):
+                        return token.partition("=")[2]
+    return "end"
 
 
 def _version_of(executable: str) -> Version | None:

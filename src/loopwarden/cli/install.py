@@ -37,6 +37,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from ..integrations.claude_code_settings import (
+    BATCH_EVENT,
+    HOOK_EVENTS,
     SettingsError,
     hook_command,
     install,
@@ -94,7 +96,8 @@ def claude_code(
         "Exit 1 when the release is unsupported or the hooks are missing.",
     )] = False,
     claude: Annotated[str | None, typer.Option(
-        "--claude", help="The claude executable --check asks (default: claude on PATH).",
+        "--claude", help="The claude executable whose release --check reports and the install "
+        "fits the hooks to (default: claude on PATH).",
     )] = None,
     http: Annotated[int | None, typer.Option(
         "--http", min=1, max=65535, help="Tool hooks as http hooks posting to a resident "
@@ -104,8 +107,10 @@ def claude_code(
 ) -> None:
     """Write the hooks that run `loopwarden claude-hook` into Claude Code's settings.json.
 
-    Events: PreToolUse, PostToolUse, PostToolUseFailure, PostToolBatch, PreCompact. Safe to
-    run again. Needs Claude Code 2.1.197 or later (--check tells).
+    Events: PreToolUse, PostToolUse, PostToolUseFailure, PostToolBatch, PreCompact; the
+    PostToolBatch hook only where the installed Claude Code needs it (releases before 2.1.332,
+    which do not end a run on the denied call, and --exit-behavior ask). Safe to run again.
+    Needs Claude Code 2.1.197 or later (--check tells).
 
     loopwarden's entries (known by their command) are replaced, never duplicated; others stay.
 
@@ -127,6 +132,7 @@ def claude_code(
         raise typer.Exit(code)
     path = _settings_path(project=project)
     command = start = None
+    events: tuple[str, ...] = HOOK_EVENTS
     if not remove:
         # One set of options for the hook command and, with --http, the command that starts
         # the server the http hooks talk to.
@@ -143,10 +149,11 @@ def claude_code(
         _check_runs(command)
         if http is not None:
             start = command_with(http_start=http)
+        events = _events_for(claude, exit_behavior or "end")
     done = "removed loopwarden's hooks from" if remove else "installed the Claude Code hooks in"
     written = _edit(path, lambda settings: uninstall(settings) if command is None else install(
-        settings, command, http_port=http, start_command=start), dry_run=dry_run, done=done,
-        unchanged=_UNCHANGED[remove])
+        settings, command, events=events, http_port=http, start_command=start),
+        dry_run=dry_run, done=done, unchanged=_UNCHANGED[remove])
     if project:
         # An older loopwarden wrote this machine's path into the shared file; with the entries
         # in settings.local.json too, every tool call would also be counted twice.
@@ -159,6 +166,24 @@ def claude_code(
 
 
 _UNCHANGED = {False: "the hooks are already installed", True: "no loopwarden hooks"}
+
+
+def _events_for(claude: str | None, exit_behavior: str) -> tuple[str, ...]:
+    """The hook events to install for the Claude Code that ``claude`` (None: the one on PATH)
+    runs: all of them, but the batch hook only where that release needs it. An unknown
+    release (none on PATH, no version) gets it: it costs a hook per tool call, and without it
+    an older release would deny the terminal call without ending the run."""
+    from .claude_check import batch_hook_needed, release_of
+
+    executable, version = release_of(claude)
+    if batch_hook_needed(version, exit_behavior):
+        return HOOK_EVENTS
+    shown = ".".join(map(str, version)) if version else "?"
+    typer.echo(f"{BATCH_EVENT} hook left out: Claude Code {shown} ({executable}) "
+               + ("ends a run on the denied call itself" if exit_behavior != "continue"
+                  else "has no run to end under --exit-behavior continue")
+               + "; install again after changing to a release before 2.1.332")
+    return tuple(event for event in HOOK_EVENTS if event != BATCH_EVENT)
 
 
 def _edit(path: Path, change: Callable[[dict[str, Any]], dict[str, Any]], *, dry_run: bool,

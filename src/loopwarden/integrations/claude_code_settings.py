@@ -41,7 +41,10 @@ __all__ = [
 # With http hooks: the command hooks that start the http server (or restart it, once per
 # prompt, when it went away): once per session and prompt, never per tool call.
 HTTP_START_EVENTS = ("SessionStart", "UserPromptSubmit")
-HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PreCompact")
+# The batch hook says the terminal stop again for releases that ignore it on the denied call
+# (and settles an unanswered "ask"); the installer leaves it out where it has nothing to do.
+BATCH_EVENT = "PostToolBatch"
+HOOK_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", BATCH_EVENT, "PreCompact")
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _SUBCOMMAND = "claude-hook"
 # loopwarden's http entries are known by this path of their url.
@@ -115,7 +118,8 @@ def install(settings: dict[str, Any], command: str, *,
     ``tool_events`` match every tool) running ``command``. With ``http_port`` (Claude Code),
     every event but PreCompact posts to the http server there instead, and SessionStart and
     UserPromptSubmit entries run ``start_command`` (which starts that server when it does not
-    answer); without, such entries go.
+    answer); without, such entries go. For Claude Code, loopwarden's entries of the hook events
+    left out of ``events`` (the batch hook where the release has no work for it) go too.
 
     An event that already has a loopwarden entry keeps it where it is, with the new command;
     any further loopwarden entries of that event are removed. An event without one gets a new
@@ -136,6 +140,10 @@ def install(settings: dict[str, Any], command: str, *,
     elif subcommand == _SUBCOMMAND:
         for event in HTTP_START_EVENTS:  # no http server to start any more: the entries go
             if isinstance(hooks.get(event), list):
+                wanted[event] = {}
+    if subcommand == _SUBCOMMAND:
+        for event in HOOK_EVENTS:  # an event installed before and not wanted now
+            if event not in events and isinstance(hooks.get(event), list):
                 wanted[event] = {}
     for event, entry in wanted.items():
         groups = _event_groups(hooks, event)

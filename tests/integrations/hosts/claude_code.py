@@ -105,11 +105,14 @@ def host_env(home: Path, base_url: str | None = None, *,
     return env
 
 
-def install_hooks(home: Path, *options: str) -> str:
-    """``loopwarden install claude-code --user`` in ``home``; returns its output."""
+def install_hooks(home: Path, *options: str, binary: Path | None = None) -> str:
+    """``loopwarden install claude-code --user`` in ``home``, with ``binary`` on PATH as a
+    user's ``claude`` is (the install fits the hooks to its release); returns its output."""
+    env = {**host_env(home), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    if binary is not None:
+        env["PATH"] = f"{binary.parent}{os.pathsep}{env['PATH']}"
     proc = subprocess.run([*loopwarden_argv(), "install", "claude-code", "--user", *options],
-                          env={**host_env(home), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-                          capture_output=True, text=True, timeout=120, check=False)
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -130,7 +133,7 @@ def run_claude(binary: Path, tmp: Path, script: Script, *, hooks: bool = True,
     home.mkdir(exist_ok=True)
     work.mkdir(exist_ok=True)
     if hooks:
-        install_hooks(home, *install_options)
+        install_hooks(home, *install_options, binary=binary)
     argv = [str(binary), "-p", "Do the task.", "--output-format", "stream-json", "--verbose",
             "--dangerously-skip-permissions"]
     if mcp_config is not None:

@@ -91,7 +91,8 @@ def test_user_answers_the_terminal_stop_in_claude_codes_permission_prompt(
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    install_hooks(home, "--exit-behavior", "ask", "--config", _quick_config(tmp_path))
+    install_hooks(home, "--exit-behavior", "ask", "--config", _quick_config(tmp_path),
+                  binary=binary)
     _trust(home, work)
     db = home / ".loopwarden" / "loopwarden.db"
     # The resident hook server, as users get it (a hook per process would take minutes here).

@@ -83,7 +83,7 @@ def test_the_http_server_stays_while_the_session_rests_past_its_idle_timeout(
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    install_hooks(home, "--http", str(port))
+    install_hooks(home, "--http", str(port), binary=claude_binary(release))
     servers: list[list[int]] = []
 
     def script(n: int) -> ToolCall:

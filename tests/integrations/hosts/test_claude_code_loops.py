@@ -10,6 +10,7 @@ warning, the first denial, whether the run ended): ``pytest -s`` shows them.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -23,11 +24,15 @@ MAX_EXECUTIONS = 25
 HERE = Path(__file__).resolve().parent
 
 
-def _stopped(record: RunRecord) -> None:
+def _stopped(record: RunRecord, tmp_path: Path, release: str) -> None:
     print(record)
     assert record.executions <= MAX_EXECUTIONS, record
     assert record.denied_at is not None, record
     assert record.ended, record
+    # The install asked the release on PATH: the current one ends the run on the denied call
+    # itself, so it got no batch hook (one hook less per tool call); 2.1.197 needs it.
+    settings = json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text())
+    assert ("PostToolBatch" in settings["hooks"]) == (release == "2.1.197"), settings["hooks"]
 
 
 def _mcp_config(work: Path, *, text_only: bool = False) -> dict[str, object]:
@@ -48,7 +53,7 @@ def test_identical_call_is_stopped_and_the_run_ends(release: str, resident: bool
     work = tmp_path / "work"
     record = run_claude(claude_binary(release), tmp_path, lambda n: bash(work, "echo hi"),
                         resident=resident)
-    _stopped(record)
+    _stopped(record, tmp_path, release)
     assert record.warned_at is not None and record.warned_at < record.denied_at  # type: ignore[operator]
 
 
@@ -63,7 +68,7 @@ def test_three_step_cycle_over_two_tools_is_stopped_and_the_run_ends(release: st
              bash(work, "echo C")]
     record = run_claude(claude_binary(release), tmp_path, lambda n: steps[n % 3],
                         mcp_config=_mcp_config(work))
-    _stopped(record)
+    _stopped(record, tmp_path, release)
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -71,7 +76,7 @@ def test_same_failure_with_a_fresh_argument_is_stopped(release: str, tmp_path: P
     work = tmp_path / "work"
     record = run_claude(claude_binary(release), tmp_path,
                         lambda n: bash(work, f"cat missing-{n}.txt"))
-    _stopped(record)
+    _stopped(record, tmp_path, release)
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -84,7 +89,7 @@ def test_mcp_tool_through_the_proxy_is_stopped_and_the_run_ends(release: str,
     record = run_claude(claude_binary(release), tmp_path,
                         lambda n: ("mcp__jobs__check_job", {"job_id": "42"}),
                         mcp_config=_mcp_config(work, text_only=True))
-    _stopped(record)
+    _stopped(record, tmp_path, release)
     # 20 ran; the hook denied the 21st (2.1.197 answers the first calls "still connecting"
     # before the server is up, so count from the end): denied once, then the run ended.
     assert record.executions == 20 and record.denials == 1, record
