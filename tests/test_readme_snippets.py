@@ -126,23 +126,33 @@ from claude_agent_sdk_example import FakeClaudeCode as _FakeClaudeCode
 
 MCP_CLIENT = '''\
 """A scripted MCP client for the README's mcp-proxy line: initialize, list the tools, then 21
-identical tool calls at once; stdin stays open 10 s so that every answer can come back (the
-proxy shuts its server down when the client closes stdin; on a loaded machine starting the
-example server alone takes seconds)."""
+identical tool calls at once; stdin stays open until the answer to the last call is out (the
+proxy shuts its server down when the client closes stdin), which the client reads back from
+the copy that tee keeps of the proxy's output, for at most 120 s."""
 import json
 import time
+from pathlib import Path
+
+LAST = 120
 
 def send(message):
     print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
+
+def answered(path=Path("mcp_out.jsonl")):
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    return any(line.startswith("{") and json.loads(line).get("id") == LAST
+               for line in text.splitlines(keepends=True) if line.endswith("\\n"))
 
 send({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
       "capabilities": {}, "clientInfo": {"name": "readme-test", "version": "0"}}})
 send({"method": "notifications/initialized"})
 send({"id": 2, "method": "tools/list"})
 for n in range(21):
-    send({"id": 100 + n, "method": "tools/call",
+    send({"id": LAST - 20 + n, "method": "tools/call",
           "params": {"name": "check_job", "arguments": {"job_id": "build-42"}}})
-time.sleep(10)
+deadline = time.monotonic() + 120
+while not answered() and time.monotonic() < deadline:
+    time.sleep(0.05)
 '''
 
 FAKES: dict[str, Fake] = {
@@ -167,7 +177,7 @@ FAKES: dict[str, Fake] = {
         replace=(("LOOPWARDEN_MCP_MAX_MESSAGE_BYTES=16M loopwarden mcp-proxy -- "
                   "npx -y @modelcontextprotocol/server-github",
                   "python mcp_client.py | LOOPWARDEN_MCP_MAX_MESSAGE_BYTES=16M loopwarden "
-                  "mcp-proxy -- python examples/mcp_proxy_example.py --serve"),),
+                  "mcp-proxy -- python examples/mcp_proxy_example.py --serve | tee mcp_out.jsonl"),),
         files=(("mcp_client.py", MCP_CLIENT),),
         expect=('"name":"check_job"', "CRITICAL: Called check_job")),
 }
