@@ -1,12 +1,15 @@
 """The per-tool-call cost of loopwarden's hooks as Claude Code sees it, in the real binary.
 
 Runs each installed Claude Code release (``.ci/install-hosts``) against the scripted model of
-``tests/integrations/hosts/`` with a healthy script of distinct quick ``Bash`` calls, four
+``tests/integrations/hosts/`` with a healthy script of distinct quick ``Bash`` calls, five
 ways: without hooks, with the command hooks each answered in their own process
 (``LOOPWARDEN_HOOK_SERVER=0``), with the command hooks and their resident server (the default),
-and with the tool hooks as http hooks posting to the resident http server
-(``install claude-code --http PORT``). The hooks are installed as a user installs them: through
-the ``loopwarden`` console script next to this interpreter, so the hook command is that script.
+with the tool hooks as http hooks posting to the resident http server (``install claude-code
+--http PORT``), and with the same http hooks posting to a server that answers at once with
+nothing (what Claude Code itself spends on calling those http hooks: the floor under the http
+row, whatever the server does). The hooks are installed as a user installs them: through the
+``loopwarden`` console script next to this interpreter, with the release's ``claude`` on PATH
+(so the current release gets no ``PostToolBatch`` hook: two hooks per tool call, 2.1.197 three).
 
 A call's turnaround is the time from the model request that issued it to the next request
 (Claude Code's own work, the hooks, the command); the first call, which pays the start of the
@@ -15,8 +18,10 @@ cost against the run without hooks. Below it, the hook command's own CPU time (u
 the shell and the hook process, median over repeated runs with one payload): unlike wall time,
 it hardly depends on what else the machine runs.
 
-Usage: ``python bench/claude_code_hook_cost.py [current|2.1.197|all] [CALLS]`` (default: every
-installed release, 21 calls). All of it takes about a minute on a quiet machine.
+Usage: ``python bench/claude_code_hook_cost.py [current|2.1.197|all] [CALLS] [ROUNDS]``
+(default: every installed release, 21 calls, 3 rounds). Each round runs every mode once, in
+turn, and a mode's median is over the calls of all its rounds. All of it takes a few minutes on
+a quiet machine.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -42,11 +48,15 @@ sys.path[:0] = [str(REPO / "tests" / "integrations" / "hosts"), str(REPO / "test
 from anthropic_server import ScriptedModel, serve  # noqa: E402
 from claude_code import RELEASES, bash, host_env, http_server_pids  # noqa: E402
 
+_FLOOR = "http, empty answers (floor)"
 MODES = {  # name: (hooks, resident, http)
     "no hooks": (False, False, False),
     "command, own process each": (True, False, False),
     "command + resident server": (True, True, False),
     "http (install --http)": (True, True, True),
+    # The same http tool hooks answered at once with nothing: Claude Code's own cost of calling
+    # them, the floor under the row above.
+    _FLOOR: (True, False, True),
 }
 _CPU_RUNS = 25
 _PAYLOAD = {"hook_event_name": "PreToolUse", "session_id": "bench", "prompt_id": "bench",
@@ -62,11 +72,14 @@ def console_script() -> str:
     return str(script)
 
 
-def install(home: Path, *options: str) -> None:
-    """``loopwarden install claude-code --user`` in ``home``, as a user runs it."""
+def install(home: Path, binary: Path | None, *options: str) -> None:
+    """``loopwarden install claude-code --user`` in ``home``, as a user runs it: with the
+    release's ``claude`` on PATH, whose release the install fits the hooks to."""
+    env = host_env(home)
+    if binary is not None:
+        env["PATH"] = f"{binary.parent}{os.pathsep}{env['PATH']}"
     proc = subprocess.run([console_script(), "install", "claude-code", "--user", *options],
-                          env=host_env(home), capture_output=True, text=True, timeout=120,
-                          check=False)
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode != 0:
         sys.exit(f"install failed: {proc.stderr}")
 
@@ -80,7 +93,8 @@ def turnarounds(binary: Path, calls: int, mode: str) -> list[float]:
         home.mkdir()
         work.mkdir()
         if hooks:
-            install(home, *(("--http", str(port)) if port else ()))
+            install(home, binary, *(("--http", str(port)) if port else ()))
+        floor = _empty_http_server(port, home) if mode == _FLOOR else None
         env = host_env(home)
         env["LOOPWARDEN_HOOK_SERVER"] = "1" if resident else "0"
         model: ScriptedModel
@@ -93,9 +107,43 @@ def turnarounds(binary: Path, calls: int, mode: str) -> list[float]:
                                capture_output=True, timeout=900, stdin=subprocess.DEVNULL,
                                check=False)
         finally:
+            if floor is not None:
+                floor.close()
             _stop(env, port)
     times = [turn.at for turn in model.turns]
     return [later - earlier for earlier, later in pairwise(times[1:])]
+
+
+def _empty_http_server(port: int | None, home: Path) -> socket.socket:
+    """Answer every request on ``port`` at once with an empty ``200``, as if every hook let its
+    call go unremarked, and keep only the tool hooks in ``home``'s settings (no start hooks:
+    nothing starts loopwarden's server). Closing the returned socket ends it."""
+    settings_path = home / ".claude" / "settings.json"
+    settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    settings["hooks"] = {event: groups for event, groups in settings["hooks"].items()
+                         if all(hook.get("type") == "http" for group in groups
+                                for hook in group["hooks"])}
+    settings_path.write_text(json.dumps(settings), encoding="utf-8")
+    listener = socket.create_server(("127.0.0.1", port or 0))
+
+    def answer_all() -> None:
+        with contextlib.suppress(OSError):  # closed: the run is over
+            while True:
+                conn, _ = listener.accept()
+                with conn:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(65536)
+                    head, _, body = data.partition(b"\r\n\r\n")
+                    size = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                                if line.lower().startswith(b"content-length:"))
+                    while len(body) < size:
+                        body += conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"
+                                 b"Connection: close\r\n\r\n")
+
+    threading.Thread(target=answer_all, daemon=True).start()
+    return listener
 
 
 def installed_command() -> str:
@@ -103,7 +151,7 @@ def installed_command() -> str:
     with tempfile.TemporaryDirectory() as scratch:
         home = Path(scratch) / "home"
         home.mkdir()
-        install(home)
+        install(home, None)
         settings = json.loads((home / ".claude" / "settings.json").read_text())
         return str(settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
 
@@ -155,15 +203,22 @@ def main() -> None:
     """Print the table for the releases and number of calls given."""
     wanted = sys.argv[1] if len(sys.argv) > 1 else "all"
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 21
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     releases = [r for r in RELEASES if wanted in ("all", r) and RELEASES[r].exists()]
     if not releases:
         sys.exit(f"Claude Code {wanted} is not installed: run .ci/install-hosts")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     started = time.monotonic()
-    print(f"Turnaround per tool call in Claude Code, median of {calls - 2} calls, ms "
+    print(f"Turnaround per tool call in Claude Code, median of {rounds} x {calls - 2} calls, ms "
           f"(added: against no hooks); load average {load} at the start")
-    medians = {(mode, r): statistics.median(turnarounds(RELEASES[r], calls, mode)) * 1000
-               for r in releases for mode in MODES}
+    # Rounds of every mode in turn, pooled: a burst of load elsewhere then touches each mode
+    # alike instead of one mode's only run (single runs moved by tens of milliseconds).
+    pooled: dict[tuple[str, str], list[float]] = {(m, r): [] for r in releases for m in MODES}
+    for _ in range(rounds):
+        for r in releases:
+            for mode in MODES:
+                pooled[mode, r] += turnarounds(RELEASES[r], calls, mode)
+    medians = {key: statistics.median(times) * 1000 for key, times in pooled.items()}
     print(f"{'':28}" + "".join(f"{r:>20}" for r in releases))
     for mode in MODES:
         cells = []
