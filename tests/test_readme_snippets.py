@@ -10,7 +10,9 @@ and in order:
   bundled ``examples/`` copied in and ``loopwarden`` / ``python`` on ``PATH`` meaning this
   checkout; ```console blocks run each ``$ command`` there and compare its output (stderr
   included) with the lines printed under it (a ``...`` line stands for any lines). Lines that
-  install packages (``pip install``) are not run.
+  install packages (``pip install``) are not run. A block that runs a hook command
+  (``claude-hook``, ``codex-hook``, ``gemini-hook``) has it answered by the resident server, as
+  users get it, in a private runtime folder of its own, stopped afterwards.
 
 HTML comments right before a block (invisible on GitHub) say what it needs:
 
@@ -42,6 +44,8 @@ from pathlib import Path
 
 import pytest
 
+from resident_runtime import runtime_dir, stop_servers
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +58,9 @@ TIMEOUT = 180  # seconds per block; the slowest (a scripted LangChain run) takes
 
 PYTHON = {"python", "py"}
 SHELL = {"bash", "sh", "shell", "console"}
+# A snippet that runs a hook command (the hooks start a resident server, which these tests
+# give a short private runtime folder and stop afterwards).
+HOOK_COMMAND = re.compile(r"\b(?:claude|codex|gemini)-hook\b")
 MARKER_KEYS = {"file", "output", "expect", "continues", "needs", "fake", "skip"}
 PROVIDED_NEEDS = {"redis", "corpus"}  # the test provides these itself, when it can
 
@@ -471,9 +478,18 @@ def test_readme_snippet_runs(block: Block, tmp_path: Path, request: pytest.Fixtu
     work, env = _workspace(tmp_path, block)
     if "redis" in needs:
         env["LOOPWARDEN_REDIS_URL"] = request.getfixturevalue("redis_url")
+    steps = [*_chain(block), block]
+    resident = any(HOOK_COMMAND.search(step.code) for step in steps)
+    if resident:  # the hooks answer as users get them: through their resident server
+        env["LOOPWARDEN_HOOK_SERVER"] = "1"
+        env["XDG_RUNTIME_DIR"] = str(runtime_dir(tmp_path))
     output = ""
-    for step in [*_chain(block), block]:
-        output = _run_block(step, work, env)
+    try:
+        for step in steps:
+            output = _run_block(step, work, env)
+    finally:
+        if resident:
+            stop_servers(tmp_path)
     wanted = [*block.markers.get("expect", []), *(f.expect if (f := _fake(block)) else ())]
     for text in wanted:
         assert text in output, f"{block.id}: output lacks {text!r}:\n{output}"
