@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 from anthropic_server import MAX_CALLS, Script, ScriptedModel, serve
-from resident_runtime import runtime_dir, stop_servers
 
 from http_hook_helpers import http_server_pids
 from loopwarden.guard import RECOVERY_TEXT, TERMINAL_TEXT
+from resident_runtime import runtime_dir, stop_servers
 
 __all__ = ["RELEASES", "RunRecord", "claude_binary", "http_server_pids", "install_hooks",
            "run_claude"]

@@ -24,6 +24,7 @@ from typing import Any
 from codex_gemini_script import WARNING_MARK, Action, Script, Transcript
 from gemini_server import GeminiServer
 from openai_responses_server import ResponsesServer
+
 from resident_runtime import runtime_dir, stop_servers
 
 REPO = Path(__file__).resolve().parents[3]
