@@ -1,8 +1,7 @@
 """The real Claude Code binaries, both releases, with ``loopwarden install claude-code --user``
-in a fresh HOME and an insistent scripted model: every loop shape is stopped with at most 25
-executions and the run ends; a healthy run is never denied. The A-B shape and the healthy run
-are driven through the http hooks (test_claude_code_http_hooks.py): one run per shape and
-release, each transport proven on both releases.
+(the defaults) in a fresh HOME and an insistent scripted model: every loop shape is stopped with
+at most 25 executions and the run ends; a healthy run is never denied. The same through the
+http hooks (``install --http``): test_claude_code_http_hooks.py.
 
 Each test prints its run record (executions, the call whose result first carried the
 warning, the first denial, whether the run ended): ``pytest -s`` shows them.
@@ -11,6 +10,7 @@ warning, the first denial, whether the run ended): ``pytest -s`` shows them.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -55,6 +55,27 @@ def test_identical_call_is_stopped_and_the_run_ends(release: str, resident: bool
                         resident=resident)
     _stopped(record, tmp_path, release)
     assert record.warned_at is not None and record.warned_at < record.denied_at  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_b_ping_pong_is_stopped_and_the_run_ends(release: str, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    record = run_claude(claude_binary(release), tmp_path,
+                        lambda n: bash(work, "echo A" if n % 2 else "echo B"))
+    _stopped(record, tmp_path, release)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_healthy_run_with_changing_output_is_never_denied(release: str, tmp_path: Path) -> None:
+    # The same command, a new answer each time: progress, past both thresholds (OpenClaw's
+    # generic repeat still warns about the same arguments at 10; nothing is ever denied).
+    work = tmp_path / "work"
+    count = shlex.quote(str(work / "calls.log"))
+    record = run_claude(claude_binary(release), tmp_path,
+                        lambda n: bash(work, f"wc -l < {count}") if n <= 30 else None)
+    print(record)
+    assert record.denials == 0, record
+    assert (record.issued, record.executions, record.ended) == (30, 30, False), record
 
 
 @pytest.mark.parametrize("release", RELEASES)
