@@ -135,6 +135,8 @@ def test_the_batch_hook_follows_the_release_on_path(tmp_path: Path) -> None:
     assert install_for("2.1.197") == list(HOOK_EVENTS)
     assert install_for("2.1.332") == without_batch
     assert install_for("2.1.332", "--exit-behavior", "ask") == list(HOOK_EVENTS)
+    # Under "continue" there is no run to end, on any release.
+    assert install_for("2.1.197", "--exit-behavior", "continue") == without_batch
 
 
 def test_installing_twice_changes_nothing(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ reported as unsupported: they were never tested, and some lack the events the ho
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import itertools
 import json
@@ -260,12 +259,7 @@ def _config_notes(command: str) -> list[str]:
     """What the --config of a hook command leaves to defaults that a reader may not expect."""
     from ..config import ConfigError, load_config
 
-    argv = shlex.split(command)
-    options = dict(itertools.pairwise(argv))
-    for token in argv:
-        flag, has_value, value = token.partition("=")
-        if flag.startswith("--") and has_value:
-            options[flag] = value
+    options = _options_of(command)
     config = options.get("--config")
     if config is None:
         return ["config: none (the defaults, rolling detectors on)"]
@@ -330,19 +324,29 @@ def check_report(claude: str | None, settings_paths: list[Path],
     return (0 if ok and commands_ok else 1), "\n".join(lines + command_lines)
 
 
+def _options_of(command: str) -> dict[str, str]:
+    """A hook command's options, ``--flag value`` and ``--flag=value`` alike (a command that is
+    not shell words has none)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return {}
+    options = dict(itertools.pairwise(argv))
+    for token in argv:
+        flag, has_value, value = token.partition("=")
+        if flag.startswith("--") and has_value:
+            options[flag] = value
+    return options
+
+
 def _exit_behavior(settings_path: Path) -> str:
     """The ``--exit-behavior`` of loopwarden's hook commands in ``settings_path`` (``end``, the
     hook's default, when they name none)."""
     for _, command in _hook_commands(settings_path):
         if isinstance(command, str) and is_loopwarden_command(command):
-            with contextlib.suppress(ValueError):  # (not shell words: no option to read)
-                argv = shlex.split(command)
-                for flag, value in itertools.pairwise(argv):
-                    if flag == "--exit-behavior":
-                        return value
-                for token in argv:
-                    if token.startswith("--exit-behavior="):
-                        return token.partition("=")[2]
+            behaviour = _options_of(command).get("--exit-behavior")
+            if behaviour is not None:
+                return behaviour
     return "end"
 
 

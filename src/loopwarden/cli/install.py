@@ -178,11 +178,14 @@ def _events_for(claude: str | None, exit_behavior: str) -> tuple[str, ...]:
     executable, version = release_of(claude)
     if batch_hook_needed(version, exit_behavior):
         return HOOK_EVENTS
-    shown = ".".join(map(str, version)) if version else "?"
-    typer.echo(f"{BATCH_EVENT} hook left out: Claude Code {shown} ({executable}) "
-               + ("ends a run on the denied call itself" if exit_behavior != "continue"
-                  else "has no run to end under --exit-behavior continue")
-               + "; install again after changing to a release before 2.1.332")
+    if exit_behavior == "continue":
+        typer.echo(f"{BATCH_EVENT} hook left out: under --exit-behavior continue it has no run "
+                   "to end")
+    else:
+        shown = ".".join(map(str, version or ()))
+        typer.echo(f"{BATCH_EVENT} hook left out: Claude Code {shown} ({executable}) ends a run "
+                   "on the denied call itself; install again after changing to a release "
+                   "before 2.1.332")
     return tuple(event for event in HOOK_EVENTS if event != BATCH_EVENT)
 
 
