@@ -81,30 +81,32 @@ def _in_integration_folder(path: Path) -> bool:
     return any(path == folder or folder in path.parents for folder in INTEGRATION_FOLDERS)
 
 
-# The longest tests, longest first (paths under tests/): run first, so that under xdist both
-# workers start on them and no long test is left for one worker at the end while the other
-# idles. From `--durations=60` on the integration tier; a module keeps its tests together.
+# Under xdist each test file goes to one worker (`--dist loadfile`, pyproject.toml), in the
+# order collected here. The files of integration and slow tests come first, the longest of them
+# (paths under tests/, from `--durations` of the whole suite) leading, so that no long file is
+# left for one worker at the end while the other idles; the unit-test files, about a second
+# each, come last and even out the finish. A module keeps its tests together.
 LONGEST_FIRST = (
     "integrations/hosts/test_claude_code_",  # the real Claude Code, ~30 tool calls a run
     "fingerprint/test_fingerprint_hostile_values.py",
-    "cli/test_cli_preset_options.py",
     "integrations/hosts/",                   # the real Codex CLI and Gemini CLI
-    "engine/test_fast_paths.py",
-    "cli/test_claude_hook_import.py",
-    "cli/test_claude_hook_resident.py",
+    "test_readme_snippets.py",
+    "cli/test_cli_hostile_inputs.py",
+    "offline/test_report_triage.py",
+    "integrations/test_mcp_proxy_hostile_traffic.py",
     "fingerprint/test_fingerprint_properties.py",
-    "fingerprint/test_volatile_speed_equivalence.py",
-    "guard/test_guard_hostile_host_properties.py",
-    "guard/test_guard_properties.py",
+    "cli/test_claude_hook_server_failures.py",
     "cli/test_install_claude_code.py",
-    "engine/test_detector_objects.py",
+    "offline/test_calibration.py",
+    "integrations/test_stopping_power.py",
 )
 
 
-def _duration_rank(item: pytest.Item) -> int:
+def _duration_rank(item: pytest.Item, long_files: set[Path]) -> tuple[bool, int]:
     path = item.path.relative_to(TESTS).as_posix() if TESTS in item.path.parents else ""
-    return next((rank for rank, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
-                len(LONGEST_FIRST))
+    known = next((rank for rank, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
+                 len(LONGEST_FIRST))
+    return item.path not in long_files, known
 
 
 # What every test folder imports: without them collection fails once per module, a hundred
@@ -114,8 +116,8 @@ REQUIRED_MODULES = ("loopwarden", "pydantic", "typer", "rich", "hypothesis")
 
 def pytest_configure(config: pytest.Config) -> None:
     """Stop with one clear line when this interpreter lacks the project or its dev tools; under
-    xdist, hand each worker one test at a time when it is free (instead of chunks of
-    consecutive tests), so that the long tests ordered first spread over the workers."""
+    xdist with ``--dist load`` (instead of the default ``loadfile``), hand each worker one test
+    at a time when it is free, so that the long tests ordered first spread over the workers."""
     missing = [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         pytest.exit(f"{sys.executable} lacks {', '.join(missing)}: install the project and its "
@@ -127,14 +129,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the tests of the integration folders, and those needing a server or a browser;
-    put the longest first (:data:`LONGEST_FIRST`)."""
+    put the files of integration and slow tests first, the longest leading
+    (:data:`LONGEST_FIRST`)."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if (_in_integration_folder(item.path)
                 or any(item.get_closest_marker(name) for name in INTEGRATION_MARKERS)
                 or any(name in fixtures for name in INTEGRATION_FIXTURES)):
             item.add_marker(pytest.mark.integration)
-    items.sort(key=_duration_rank)
+    long_files = {item.path for item in items
+                  if item.get_closest_marker("integration") or item.get_closest_marker("slow")}
+    items.sort(key=lambda item: _duration_rank(item, long_files))
 
 
 def _selects_integration_tests(markexpr: str) -> bool:
