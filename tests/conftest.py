@@ -115,16 +115,12 @@ REQUIRED_MODULES = ("loopwarden", "pydantic", "typer", "rich", "hypothesis")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Stop with one clear line when this interpreter lacks the project or its dev tools; under
-    xdist with ``--dist load`` (instead of the default ``loadfile``), hand each worker one test
-    at a time when it is free, so that the long tests ordered first spread over the workers."""
+    """Stop with one clear line when this interpreter lacks the project or its dev tools."""
     missing = [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         pytest.exit(f"{sys.executable} lacks {', '.join(missing)}: install the project and its "
                     "dev tools first, python -m pip install -e \".[dev]\" (the README's test "
                     "command does)", returncode=pytest.ExitCode.USAGE_ERROR)
-    if getattr(config.option, "maxschedchunk", "absent") is None:
-        config.option.maxschedchunk = 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
