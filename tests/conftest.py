@@ -119,8 +119,8 @@ def pytest_configure(config: pytest.Config) -> None:
     missing = [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         pytest.exit(f"{sys.executable} lacks {', '.join(missing)}: install the project and its "
-                    "dev tools first, python -m pip install -e \".[dev]\" (the README's test "
-                    "command does)", returncode=pytest.ExitCode.USAGE_ERROR)
+                    "dev tools first: the README's test command does, or python -m pip install "
+                    "-e \".[dev]\"", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
