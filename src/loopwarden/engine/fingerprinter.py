@@ -7,6 +7,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..base.lazy_re import lazy_pattern
 from ..base.types import MISSING
 from ..fingerprint import (
     Outcome,
@@ -176,8 +177,9 @@ class Fingerprinter:
 
 
 # An exit status alone ("Exit code 1", "(Command exited with code 1)") says nothing about *which*
-# failure it was: distinct commands that print it did not fail the same way.
-_STATUS_ONLY = re.compile(
+# failure it was: distinct commands that print it did not fail the same way. (Compiled on first
+# use, by failed calls only: see loopwarden.base.lazy_re.)
+_STATUS_ONLY = lazy_pattern(
     r"(?:\s|exit code \d+|\(?command exited with code \d+\)?|error|failed|[.:#()\[\]-])*",
     re.IGNORECASE)
 
@@ -217,6 +219,6 @@ def error_identity(args_hash: str, error: Any) -> str:
     """Which failure this was, whatever the arguments: the error text with volatile spans
     masked. An error that only states an exit status is identified with its arguments."""
     masked = mask_volatile(error if type(error) is str else error_text(error))
-    if _STATUS_ONLY.fullmatch(masked):
+    if _STATUS_ONLY().fullmatch(masked):
         masked = f"{args_hash}\x00{masked}"
     return hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()

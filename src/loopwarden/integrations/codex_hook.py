@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..base.lazy_re import lazy_pattern
 from ..guard import (
     TERMINAL_TEXT,
     CompactionLoopPersistedError,
@@ -63,7 +64,8 @@ HANDLED_EVENTS = ("PreToolUse", "PostToolUse")
 
 Output = dict[str, Any]
 
-_WALL_TIME_LINE = re.compile(r"^Wall time: [0-9.]+ seconds$", re.MULTILINE)
+# (Compiled on first use: loopwarden.base.lazy_re; every Claude Code hook imports this module.)
+_WALL_TIME_LINE = lazy_pattern(r"^Wall time: [0-9.]+ seconds$", re.MULTILINE)
 
 
 @dataclass(slots=True)
@@ -140,5 +142,5 @@ def _masked(response: object) -> object:
     """A tool's response as the tool gave it: its wall time masked (``apply_patch``'s text
     carries one), the MCP proxy's warning notes taken out of an MCP result's ``content``."""
     if isinstance(response, str):
-        return _WALL_TIME_LINE.sub("Wall time: <time>", response)
+        return _WALL_TIME_LINE().sub("Wall time: <time>", response)
     return without_proxy_notes(response)

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..base.lazy_re import lazy_pattern
 from ..base.types import MISSING
 from ..guard import (
     STOP_MESSAGE,
@@ -58,8 +59,9 @@ HANDLED_EVENTS = ("BeforeTool", "AfterTool", "PreCompress")
 
 Output = dict[str, Any]
 
-_PGID_LINE = re.compile(r"^Process Group PGID: .*$", re.MULTILINE)
-_EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
+# (Compiled on first use: loopwarden.base.lazy_re; every Claude Code hook imports this module.)
+_PGID_LINE = lazy_pattern(r"^Process Group PGID: .*$", re.MULTILINE)
+_EXIT_CODE = lazy_pattern(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
 
 
 @dataclass(slots=True)
@@ -141,12 +143,12 @@ def outcome_of(response: object) -> tuple[Any, Any]:
         return response, MISSING
     content = response.get("llmContent", response)
     if isinstance(content, str):
-        content = _PGID_LINE.sub("Process Group PGID: <pgid>", content)
+        content = _PGID_LINE().sub("Process Group PGID: <pgid>", content)
     error = response.get("error")
     if error:
         return MISSING, error
     if isinstance(content, str):
-        code = _EXIT_CODE.search(content)
+        code = _EXIT_CODE().search(content)
         if code is not None and int(code.group(1)) != 0:
             return MISSING, content
     return content, MISSING

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ...base.lazy_re import lazy_pattern
 from ...base.text import text_id
 from ...config.switches import detector_switch
 from ...fingerprint.volatile import mask_volatile
@@ -26,28 +27,29 @@ from .streaks import NO_STREAK, Streak
 SWITCH = detector_switch("failure_repeat")
 
 
+# The patterns compile on first use (loopwarden.base.lazy_re): only failed calls run most.
 _MIN_TOKEN = 3  # shorter argument values ("-l", "1") would mask ordinary words and digits
 _MAX_TOKENS = 64
 _MAX_LEAF = 1024
-_TOKEN_SPLIT = re.compile(r"[\s=,;|&<>()\[\]{}]+")
+_TOKEN_SPLIT = lazy_pattern(r"[\s=,;|&<>()\[\]{}]+")
 _QUOTES = "'\"`"
 # OpenClaw's exec text ends with this footer when the command failed.
-_EXIT_FOOTER = re.compile(r"\(Command exited with code [1-9]\d*\)\s*\Z")
+_EXIT_FOOTER = lazy_pattern(r"\(Command exited with code [1-9]\d*\)\s*\Z")
 _FOOTER_REACH = 64  # the footer is searched for in the text's end only
 # An error that only states an exit status says nothing about which failure it was.
-_STATUS_ONLY = re.compile(
+_STATUS_ONLY = lazy_pattern(
     r"(?:\s|<arg>|exit code \d+|\(?command exited with code \d+\)?|error|failed|[.:#()\[\]-])*",
     re.IGNORECASE)
 # A value labelled as an id: a name that is or ends in "id" (``id``, ``messageId``,
 # ``request_id``, ``message id``), ``uuid`` or ``nonce``, then ``=`` or ``:``, each side maybe
 # quoted with any run of backslashes (JSON text inside JSON text); group 1 is the value.
-_ID_FIELD = re.compile(
+_ID_FIELD = lazy_pattern(
     r"(?:\b(?:[A-Za-z][A-Za-z0-9]*[ _-])?(?:id|ID|Id|uuid|UUID|nonce)|[a-z0-9](?:Id|ID|Uuid))"
     r"(?:\\*[\"'])?[ \t]*[:=][ \t]*(?:\\*[\"'])?([A-Za-z0-9][A-Za-z0-9._+/-]*)")
 # A text result that reads as a failure although its host gave no failure signal (Codex hands
 # hooks a shell's output without its exit code): a line ending in an errno description,
 # "command not found", or starting with ``error:`` / ``fatal:``, in a short output.
-_ERRNO_LINE = re.compile(
+_ERRNO_LINE = lazy_pattern(
     r"^\S[^\n]*: (?:No such file or directory|Permission denied|Not a directory|Is a directory|"
     r"command not found|File exists|Directory not empty|Operation not permitted|"
     r"Read-only file system|No space left on device|Connection refused|Connection timed out|"
@@ -80,11 +82,12 @@ def argument_tokens(args: Any) -> list[str]:
     word of it (a command's paths and ids), quotes stripped, a URL's host and path, and each
     as it reads inside JSON text (``C:\\\\work`` for ``C:\\work``); longest first."""
     tokens: set[str] = set()
+    token_split = _TOKEN_SPLIT()
     try:
         for leaf in _leaves(args):
             if len(leaf) > _MAX_LEAF:  # file contents, patches: not what an error echoes
                 continue
-            for token in (str(leaf), *_TOKEN_SPLIT.split(str(leaf))):
+            for token in (str(leaf), *token_split.split(str(leaf))):
                 token = token.strip(_QUOTES)
                 if len(token) >= _MIN_TOKEN:
                     tokens.add(token)
@@ -98,7 +101,7 @@ def argument_tokens(args: Any) -> list[str]:
     return sorted(tokens, key=lambda t: (-len(t), t))[:_MAX_TOKENS]
 
 
-_URL = re.compile(r"[a-z][a-z0-9+.-]*://([^/?#\s]+)([^?#\s]*(?:\?[^#\s]*)?)", re.IGNORECASE)
+_URL = lazy_pattern(r"[a-z][a-z0-9+.-]*://([^/?#\s]+)([^?#\s]*(?:\?[^#\s]*)?)", re.IGNORECASE)
 
 
 def _echo_forms(token: str) -> list[str]:
@@ -106,7 +109,7 @@ def _echo_forms(token: str) -> list[str]:
     path without its trailing slash; the JSON-escaped text of a value with quotes or
     backslashes."""
     forms: list[str] = []
-    url = _URL.fullmatch(token)
+    url = _URL().fullmatch(token)
     if url is not None:
         forms += [url.group(1), url.group(2), url.group(2).rstrip("/")]
     if "\\" in token or '"' in token:
@@ -122,7 +125,7 @@ def echo_masked(text: str, args: Any) -> str:
         if token in text:
             text = _mask_whole(text, token)
     if "id" in text or "ID" in text or "Id" in text or "nonce" in text:
-        text = _ID_FIELD.sub(_masked_id, text)
+        text = _ID_FIELD().sub(_masked_id, text)
     return mask_volatile(text)
 
 
@@ -163,7 +166,7 @@ def failure_text(result: Any, error: str | None, outcome_kind: str | None,
         return error
     if reported is not None:
         return reported
-    if isinstance(result, str) and _EXIT_FOOTER.search(result[-_FOOTER_REACH:]) is not None:
+    if isinstance(result, str) and _EXIT_FOOTER().search(result[-_FOOTER_REACH:]) is not None:
         return result  # a shell's text output that ends by saying the command failed
     if isinstance(result, str) and reads_as_failure(result):
         return result  # a shell's output that is an error, its exit code not given
@@ -182,7 +185,7 @@ def reads_as_failure(text: str) -> bool:
     """Whether a short text output says the command failed (``ls: cannot access 'x': No such
     file or directory``, ``error: unexpected argument 'get' found``) though no exit code came
     with it."""
-    return len(text) <= _ERROR_TEXT_REACH and _ERRNO_LINE.search(text) is not None
+    return len(text) <= _ERROR_TEXT_REACH and _ERRNO_LINE().search(text) is not None
 
 
 #: Marks the identity of a failure whose text echoed the call's own argument values.
@@ -195,7 +198,7 @@ def echo_failure_identity(text: str, args: Any, args_hash: str) -> str:
     arguments."""
     masked = echo_masked(text, args)
     echoed = "<arg>" in masked
-    if _STATUS_ONLY.fullmatch(masked):
+    if _STATUS_ONLY().fullmatch(masked):
         masked = f"{args_hash}\x00{masked}"
     digest = hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()
     return ECHOED + digest if echoed else digest
