@@ -34,8 +34,8 @@ import typer.testing
 os.environ.setdefault("LOOPWARDEN_HOOK_SERVER", "0")
 
 # A bytecode cache, whatever the environment says: pytest rewrites the asserts of every test
-# module it imports (about 9 s of CPU per collecting process without a cache, and an xdist run
-# has three), and the tests start thousands of interpreters that import loopwarden (a hook
+# module it imports (about 9 s of CPU per collecting process without a cache, and every xdist
+# worker collects), and the tests start thousands of interpreters that import loopwarden (a hook
 # process costs about twice the CPU when it compiles the package from source). Some sandboxes
 # set PYTHONDONTWRITEBYTECODE; the caches are git-ignored.
 sys.dont_write_bytecode = False
