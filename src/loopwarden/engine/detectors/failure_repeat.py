@@ -27,7 +27,8 @@ from .streaks import NO_STREAK, Streak
 SWITCH = detector_switch("failure_repeat")
 
 
-# The patterns compile on first use (loopwarden.base.lazy_re): only failed calls run most.
+# The patterns compile on first use (loopwarden.base.lazy_re): _EXIT_FOOTER and _ERRNO_LINE
+# read text results, the other four run on failed calls only.
 _MIN_TOKEN = 3  # shorter argument values ("-l", "1") would mask ordinary words and digits
 _MAX_TOKENS = 64
 _MAX_LEAF = 1024
